@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C headers bindgen reads to generate rust/abstractions/bindings_generated.rs
+ * at build time, from the kernel tree being built against. Only the abstraction
+ * layer uses the result.
+ */
+#include <linux/netdevice.h>
+#include <linux/notifier.h>
+#include <net/udp_tunnel.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_mad.h>
+#include <rdma/rdma_netlink.h>
+#include <uapi/rdma/ib_user_ioctl_verbs.h>
+
+#include "helpers.h"
+
+/* Values bindgen only sees through these typed constants. */
+const u32 RUST_CONST_HELPER_RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP =
+	RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+const u32 RUST_CONST_HELPER_IB_MGMT_MAD_SIZE = IB_MGMT_MAD_SIZE;

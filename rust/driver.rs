@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The MetaRoCE driver: link type, devices and their reaction to net device
+//! events. Safe Rust only; everything unsafe is in `abstractions/`.
+
+pub(crate) mod device;
+pub(crate) mod link;
+
+use crate::abstractions::device::DeviceSet;
+use device::MrDevice;
+use kernel::prelude::*;
+
+/// State shared by the link type, the netdevice notifier and module exit.
+#[pin_data]
+pub(crate) struct Driver {
+    /// Every MetaRoCE device. Dropping the driver unregisters those left.
+    #[pin]
+    pub(crate) devices: DeviceSet<MrDevice>,
+}
+
+impl Driver {
+    pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self> {
+        pin_init!(Self {
+            devices <- DeviceSet::new(module),
+        })
+    }
+}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A MetaRoCE RDMA device: one port over one net device.
+
+use crate::abstractions::{
+    device::{
+        Device, DeviceAttr, DeviceOps, IbMtu, PhysState, PortAttr, PortImmutable, PortState,
+    },
+    netdev::NetDevice,
+};
+use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
+use kernel::prelude::*;
+
+/// Entries in the port's GID table (RoCE GIDs from the net device's addresses).
+pub(crate) const GID_TABLE_LEN: i32 = 1024;
+
+/// The only P_Key: the default, full-membership partition.
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
+/// The one port of every MetaRoCE device.
+pub(crate) const PORT: u32 = 1;
+
+/// Per-device state.
+pub(crate) struct MrDevice {
+    /// The node GUID, kept for `query_device`'s system image GUID.
+    guid: u64,
+}
+
+impl MrDevice {
+    pub(crate) fn new(ndev: &NetDevice) -> impl PinInit<Self, Error> {
+        let guid = ndev.mac().map_or(0, node_guid);
+        Ok::<_, Error>(Self { guid })
+    }
+}
+
+/// The modified EUI-64 of a MAC address (RFC 4291 appendix A): `ff:fe` in the
+/// middle and the universal/local bit inverted. RoCE devices use it as node GUID.
+pub(crate) fn node_guid(mac: [u8; 6]) -> u64 {
+    u64::from_be_bytes([
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
+/// The RDMA MTU for a net device MTU: the largest IB MTU that still fits in one
+/// frame with all headers, or `None` if the link is too small for MetaRoCE.
+pub(crate) fn port_mtu(netdev_mtu: u32) -> Option<IbMtu> {
+    IbMtu::largest_within(max_payload(netdev_mtu))
+}
+
+fn check_port(port: u32) -> Result {
+    if port == PORT {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+#[vtable]
+impl DeviceOps for MrDevice {
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
+        Ok(DeviceAttr {
+            fw_ver: 0,
+            sys_image_guid: dev.guid,
+            vendor_id: 0,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            max_mr_size: 0,
+            page_size_cap: 0,
+        })
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
+        check_port(port)?;
+        let ndev = dev.netdev(port).ok_or(ENODEV)?;
+        let mtu = ndev.mtu();
+        let active = ndev.is_active();
+        // A link too small for any IB MTU cannot carry MetaRoCE: report it down.
+        let (state, active_mtu) = match port_mtu(mtu) {
+            Some(m) if active => (PortState::Active, m),
+            Some(m) => (PortState::Down, m),
+            None => (PortState::Down, IbMtu::Mtu256),
+        };
+        let phys_state = if active {
+            PhysState::LinkUp
+        } else if ndev.is_admin_up() {
+            PhysState::Polling
+        } else {
+            PhysState::Disabled
+        };
+        drop(ndev);
+        let (active_speed, active_width) = dev.eth_speed(port)?;
+        Ok(PortAttr {
+            state,
+            phys_state,
+            max_mtu: IbMtu::Mtu4096,
+            active_mtu,
+            phys_mtu: mtu,
+            gid_tbl_len: GID_TABLE_LEN,
+            pkey_tbl_len: 1,
+            max_msg_sz: 1 << 31,
+            active_speed,
+            active_width,
+        })
+    }
+
+    fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
+        check_port(port)?;
+        Ok(PortImmutable {
+            gid_tbl_len: GID_TABLE_LEN,
+            pkey_tbl_len: 1,
+        })
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        check_port(port)?;
+        match index {
+            0 => Ok(DEFAULT_PKEY),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+#[kunit_tests(metaroce_device)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_mtu_leaves_room_for_headers() {
+        // A standard 1500-byte Ethernet MTU carries 1024-byte RDMA payloads.
+        assert_eq!(port_mtu(1500), Some(IbMtu::Mtu1024));
+        // Exactly enough for 4096 plus headers, and one byte short of it.
+        assert_eq!(port_mtu(4096 + HEADER_OVERHEAD), Some(IbMtu::Mtu4096));
+        assert_eq!(port_mtu(4096 + HEADER_OVERHEAD - 1), Some(IbMtu::Mtu2048));
+        // Jumbo frames are capped at the largest IB MTU.
+        assert_eq!(port_mtu(9000), Some(IbMtu::Mtu4096));
+    }
+
+    #[test]
+    fn port_mtu_rejects_tiny_links() {
+        assert_eq!(port_mtu(256 + HEADER_OVERHEAD - 1), None);
+        assert_eq!(port_mtu(0), None);
+        assert_eq!(port_mtu(68), None);
+    }
+
+    #[test]
+    fn node_guid_is_modified_eui64() {
+        assert_eq!(
+            node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            0x5054_00ff_fe12_3456
+        );
+        // The universal/local bit is inverted both ways.
+        assert_eq!(node_guid([0; 6]), 0x0200_00ff_fe00_0000);
+    }
+
+    #[test]
+    fn only_port_one_exists() {
+        assert!(check_port(PORT).is_ok());
+        assert_eq!(check_port(0), Err(EINVAL));
+        assert_eq!(check_port(2), Err(EINVAL));
+    }
+}

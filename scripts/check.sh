@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make check`: set-up (what is missing), the test kernel (cached), the module,
+# the userspace crates' tests, then one VM boot that loads the module, runs its
+# KUnit suites and the selftests. Prints TAP and "N passed, N failed[, N skipped]";
+# exits non-zero on any failure or any WARN/BUG/KASAN/lockdep/kmemleak report.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+start=$(date +%s)
+"$TOP/scripts/setup.sh" || die "set-up failed"
+kdir=$("$TOP/scripts/build-kernel.sh" debug) || die "kernel build failed"
+log "kernel: $kdir"
+
+out="$TOP/out/check-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out/guest"
+log "results and logs: $out"
+
+make -C "$TOP" KDIR="$kdir" modules >"$out/module-build.log" 2>&1 || {
+	tail -40 "$out/module-build.log" >&2
+	die "module build failed; log: $out/module-build.log"
+}
+
+"$TOP/scripts/check-user.sh" "$out"
+
+rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
+log "booting the test kernel (TCG: this takes a few minutes)"
+"$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
+	"$TOP/scripts/guest-check.sh" "$out/guest" "$TOP/metaroce.ko" "$rxe_ko" \
+	>"$out/vm.log" 2>&1
+vm_rc=$?
+log "VM exited with $vm_rc after $(($(date +%s) - start)) s in all"
+
+python3 "$TOP/scripts/tap_report.py" --cargo "$out"/cargo-*.log --guest "$out/guest" |
+	tee "$out/report.tap"
+rc=${PIPESTATUS[0]}
+if [ "$rc" != 0 ]; then
+	log "FAILED: VM log $out/vm.log, kernel log $out/guest/dmesg.txt"
+fi
+exit "$rc"

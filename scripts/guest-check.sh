@@ -1,0 +1,60 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Runs inside the test VM (started by scripts/vm-run.sh): loads the module (its
+# KUnit suites run at load), runs the selftests, unloads it, asks kmemleak, and
+# leaves every result in OUT for scripts/check.sh to report.
+#
+#   guest-check.sh OUT METAROCE_KO [RXE_KO]
+
+out=$1
+ko=$2
+rxe=${3:-}
+tests_dir=$(cd "$(dirname "$0")/../selftests/metaroce" && pwd)
+
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+uname -r >"$out/uname"
+
+# Only what happens from here on counts: forget what boot left for kmemleak.
+kml=/sys/kernel/debug/kmemleak
+[ -w $kml ] && echo clear >$kml
+
+echo "# guest: $(uname -r), $(nproc) CPUs"
+if ! insmod "$ko" 2>"$out/insmod.err"; then
+	echo "1" >"$out/insmod.rc"
+else
+	echo "0" >"$out/insmod.rc"
+fi
+
+timeout_s=$(sed -n 's/^timeout=//p' "$tests_dir/settings")
+progs=$(sed -n 's/^TEST_PROGS := //p' "$tests_dir/Makefile")
+: >"$out/tests.list"
+for t in $progs; do
+	echo "$t" >>"$out/tests.list"
+	echo "# running $t"
+	METAROCE_KO="$ko" RXE_KO="$rxe" timeout "${timeout_s:-300}" \
+		"$tests_dir/$t" >"$out/$t.tap" 2>"$out/$t.err"
+	echo $? >"$out/$t.rc"
+done
+
+# The final unload must be clean too.
+if [ -d /sys/module/metaroce ]; then
+	rmmod metaroce 2>"$out/rmmod.err"
+	echo $? >"$out/rmmod.rc"
+else
+	echo "metaroce was not loaded at the end" >"$out/rmmod.err"
+	echo 1 >"$out/rmmod.rc"
+fi
+
+if [ -w $kml ]; then
+	# Objects must be a few seconds old before kmemleak reports them.
+	sleep 6
+	echo scan >$kml
+	sleep 1
+	echo scan >$kml
+	cat $kml >"$out/kmemleak.txt"
+else
+	echo "kmemleak not available" >"$out/kmemleak.missing"
+fi
+
+dmesg >"$out/dmesg.txt"
+echo done >"$out/done"

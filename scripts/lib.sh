@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared settings for the scripts. Sourced, never run.
+
+KVER_MAJOR=${KVER_MAJOR:-7.2}
+BINDGEN_VER=${BINDGEN_VER:-0.73.2}
+LLVM_SUFFIX=${LLVM_SUFFIX:--19}
+export LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}
+export PATH="$HOME/.cargo/bin:$PATH"
+
+# Where built kernels live; outside the checkout so clean clones reuse them.
+METAROCE_CACHE=${METAROCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metaroce}
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+log() { printf '[metaroce] %s\n' "$*" >&2; }
+die() { printf '[metaroce] error: %s\n' "$*" >&2; exit 1; }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Install everything metaroce needs on a Debian 12 (bookworm) machine. Idempotent:
+# each step checks first and does nothing when already done.
+#
+#   scripts/setup.sh            packages + Rust pieces
+#
+# Newer suites (bookworm-backports for QEMU, sid for linux-source-7.2 and
+# virtme-ng) are added with apt pin priority 100, so nothing is upgraded from them
+# unless asked for by name. Undo: rm /etc/apt/sources.list.d/metaroce.sources
+# /etc/apt/preferences.d/metaroce.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+SUDO=
+export DEBIAN_FRONTEND=noninteractive
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+add_suites() {
+	local src=/etc/apt/sources.list.d/metaroce.sources
+	local pref=/etc/apt/preferences.d/metaroce
+	if [ ! -f "$src" ]; then
+		log "adding bookworm-backports and sid (pinned at 100) to apt"
+		$SUDO tee "$src" >/dev/null <<'SRC'
+Types: deb deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports sid
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+		$SUDO tee "$pref" >/dev/null <<'PREF'
+Package: *
+Pin: release n=sid
+Pin-Priority: 100
+
+Package: *
+Pin: release n=bookworm-backports
+Pin-Priority: 100
+PREF
+		$SUDO apt-get update -q
+	elif [ -z "$(apt-cache policy linux-source-$KVER_MAJOR 2>/dev/null | grep Candidate | grep -v none)" ]; then
+		$SUDO apt-get update -q
+	fi
+}
+
+BOOKWORM_PKGS=(
+	build-essential bc bison flex libelf-dev libssl-dev dwarves cpio kmod rsync
+	xz-utils zstd python3 git pkg-config
+	clang-19 lld-19 llvm-19 libclang-19-dev
+	rdma-core ibverbs-utils ibverbs-providers rdmacm-utils libibverbs-dev
+	librdmacm-dev perftest iproute2 iperf3 ethtool busybox-static procps
+)
+
+install_packages() {
+	local missing=() p
+	for p in "${BOOKWORM_PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+			missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing: ${missing[*]}"
+		$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	# QEMU 10 from bookworm-backports matches the qemu-utils the image ships.
+	if ! command -v qemu-system-x86_64 >/dev/null; then
+		log "installing qemu-system-x86 from bookworm-backports"
+		$SUDO apt-get install -y -q --no-install-recommends \
+			-t bookworm-backports qemu-system-x86
+	fi
+	if ! command -v vng >/dev/null; then
+		log "installing virtme-ng (only that package) from sid"
+		$SUDO apt-get install -y -q --no-install-recommends virtme-ng/sid
+	fi
+	if ! ls /usr/src/linux-source-$KVER_MAJOR.tar.* >/dev/null 2>&1; then
+		log "installing linux-source-$KVER_MAJOR from sid"
+		$SUDO apt-get install -y -q --no-install-recommends linux-source-$KVER_MAJOR
+	fi
+}
+
+install_rust() {
+	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+		log "adding rust-src to the active toolchain"
+		rustup component add rust-src
+	fi
+	if ! command -v bindgen >/dev/null ||
+	   ! bindgen --version | grep -q "bindgen $BINDGEN_VER"; then
+		log "installing bindgen-cli $BINDGEN_VER"
+		LIBCLANG_PATH=$LIBCLANG_PATH cargo install --locked --version "$BINDGEN_VER" bindgen-cli
+	fi
+}
+
+add_suites
+install_packages
+install_rust
+log "set-up complete"

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Merge the results of `make check` into one TAP stream and a closing line
+"N passed, N failed, N skipped". Exit 1 if anything failed.
+
+  tap_report.py --cargo FILE... --guest DIR
+"""
+
+import argparse
+import os
+import re
+import sys
+
+# A kernel log line matching any of these fails the run.
+BAD_LOG = re.compile(
+    r"WARNING:|BUG:|Oops|general protection fault|Kernel panic|"
+    r"\[ cut here \]|UBSAN:|refcount_t:|list_(add|del) corruption|"
+    r"kmemleak: \d+ new suspected memory leak|INFO: task .* blocked|"
+    r"soft lockup|rcu: INFO|unregister_netdevice: waiting|"
+    r"possible recursive locking|circular locking dependency|"
+    r"inconsistent lock state|suspicious RCU usage"
+)
+TAP_LINE = re.compile(r"^\s*(not )?ok \d+ (.*?)\s*$")
+DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
+class Report:
+    def __init__(self):
+        self.n = 0
+        self.passed = self.failed = self.skipped = 0
+
+    def point(self, ok, name, skip=None, diag=()):
+        self.n += 1
+        if skip is not None:
+            self.skipped += 1
+            print(f"ok {self.n} {name} # SKIP {skip}")
+        elif ok:
+            self.passed += 1
+            print(f"ok {self.n} {name}")
+        else:
+            self.failed += 1
+            print(f"not ok {self.n} {name}")
+        for line in diag:
+            print(f"#   {line}")
+
+
+def read(path, default=""):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def cargo(rep, path):
+    text = read(path)
+    label = os.path.basename(path).removesuffix(".log")
+    found = False
+    for m in re.finditer(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", text, re.M):
+        found = True
+        name, res = m.groups()
+        rep.point(res == "ok", f"cargo: {label}: {name}",
+                  skip="ignored" if res == "ignored" else None)
+    if not found:
+        rep.point(False, f"cargo: {label}: tests ran", diag=text.splitlines()[-15:])
+
+
+def kunit(rep, dmesg):
+    suite = None
+    found = False
+    for raw in dmesg.splitlines():
+        line = DMESG_PREFIX.sub("", raw)
+        m = re.match(r"^\s*# Subtest: (\S+)", line)
+        if m:
+            suite = m.group(1) if m.group(1).startswith("metaroce") else None
+            continue
+        if suite is None:
+            continue
+        m = re.match(r"^(\s+)(not )?ok \d+ (\S+)(.*)$", line)
+        if m:
+            found = True
+            skip = "skipped" if "# SKIP" in m.group(4) else None
+            rep.point(m.group(2) is None, f"kunit: {suite}: {m.group(3)}", skip=skip)
+        elif re.match(r"^(not )?ok \d+ ", line):
+            suite = None
+    if not found:
+        rep.point(False, "kunit: metaroce suites ran at module load")
+
+
+def selftests(rep, guest):
+    for t in read(os.path.join(guest, "tests.list")).split():
+        tap = read(os.path.join(guest, f"{t}.tap"))
+        rc = read(os.path.join(guest, f"{t}.rc"), "missing").strip()
+        failed_here = 0
+        points = 0
+        for line in tap.splitlines():
+            m = re.match(r"^1\.\.0 # SKIP (.*)$", line)
+            if m:
+                rep.point(True, f"selftests: metaroce: {t}", skip=m.group(1))
+                points += 1
+                continue
+            m = TAP_LINE.match(line)
+            if not m:
+                continue
+            points += 1
+            name = m.group(2)
+            skip = None
+            if " # SKIP" in name:
+                name, skip = name.split(" # SKIP", 1)
+            if m.group(1):
+                failed_here += 1
+            rep.point(m.group(1) is None, f"selftests: metaroce: {t}: {name}",
+                      skip=skip.strip() if skip is not None else None)
+        if rc not in ("0", "4") and failed_here == 0:
+            diag = (tap.splitlines() + read(os.path.join(guest, f"{t}.err")).splitlines())[-15:]
+            rep.point(False, f"selftests: metaroce: {t}: exit status {rc}", diag=diag)
+        elif points == 0:
+            rep.point(False, f"selftests: metaroce: {t}: printed no TAP")
+
+
+def guest(rep, guest):
+    if not os.path.exists(os.path.join(guest, "done")):
+        rep.point(False, "vm: the guest ran to the end",
+                  diag=["see the VM log for how far it got"])
+    print(f"# guest kernel: {read(os.path.join(guest, 'uname')).strip()}")
+    rc = read(os.path.join(guest, "insmod.rc"), "missing").strip()
+    rep.point(rc == "0", "vm: insmod metaroce.ko",
+              diag=read(os.path.join(guest, "insmod.err")).splitlines())
+    dmesg = read(os.path.join(guest, "dmesg.txt"))
+    kunit(rep, dmesg)
+    selftests(rep, guest)
+    rc = read(os.path.join(guest, "rmmod.rc"), "missing").strip()
+    rep.point(rc == "0", "vm: rmmod metaroce at the end",
+              diag=read(os.path.join(guest, "rmmod.err")).splitlines())
+    leaks = read(os.path.join(guest, "kmemleak.txt"))
+    if os.path.exists(os.path.join(guest, "kmemleak.missing")):
+        rep.point(True, "vm: kmemleak reports no leak", skip="kmemleak not in this kernel")
+    else:
+        rep.point(leaks.strip() == "", "vm: kmemleak reports no leak",
+                  diag=leaks.splitlines()[:30])
+    bad = [l for l in dmesg.splitlines() if BAD_LOG.search(l)]
+    if not dmesg:
+        rep.point(False, "vm: kernel log is clean", diag=["no kernel log was saved"])
+    else:
+        idx = dmesg.splitlines()
+        first = idx.index(bad[0]) if bad else 0
+        rep.point(not bad, "vm: kernel log is clean (no WARN/BUG/KASAN/lockdep/leak)",
+                  diag=idx[first:first + 40] if bad else ())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cargo", nargs="*", default=[])
+    ap.add_argument("--guest")
+    ap.add_argument("--vm-log")
+    args = ap.parse_args()
+    rep = Report()
+    print("TAP version 13")
+    for path in args.cargo:
+        cargo(rep, path)
+    if args.guest:
+        guest(rep, args.guest)
+    print(f"1..{rep.n}")
+    line = f"{rep.passed} passed, {rep.failed} failed"
+    if rep.skipped:
+        line += f", {rep.skipped} skipped"
+    print(line)
+    return 1 if rep.failed or rep.n == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Shared helpers for the metaroce selftests: KTAP output, network namespaces,
+# waiting on asynchronous state. Sourced by each test script.
+
+KSFT_PASS=0
+KSFT_FAIL=1
+KSFT_SKIP=4
+
+__ktap_num=0
+__ktap_failed=0
+__ktap_skipped=0
+__ktap_planned=0
+
+# Every test runs in its own namespaces and leaves nothing behind.
+NS_A=mrA-$$
+NS_B=mrB-$$
+
+ktap_plan() {
+	__ktap_planned=$1
+	echo "TAP version 13"
+	echo "1..$1"
+}
+
+ktap_ok() {
+	__ktap_num=$((__ktap_num + 1))
+	echo "ok $__ktap_num $*"
+}
+
+ktap_fail() {
+	__ktap_num=$((__ktap_num + 1))
+	__ktap_failed=$((__ktap_failed + 1))
+	echo "not ok $__ktap_num $*"
+}
+
+ktap_skip() {
+	__ktap_num=$((__ktap_num + 1))
+	__ktap_skipped=$((__ktap_skipped + 1))
+	echo "ok $__ktap_num $1 # SKIP $2"
+}
+
+ktap_info() {
+	echo "# $*"
+}
+
+# check NAME COMMAND...: one test point from a command's exit status.
+check() {
+	local name=$1
+	shift
+	if "$@"; then
+		ktap_ok "$name"
+	else
+		ktap_fail "$name"
+	fi
+}
+
+# Skip the whole script (exit code 4) when a prerequisite is missing.
+skip_all() {
+	echo "TAP version 13"
+	echo "1..0 # SKIP $*"
+	exit $KSFT_SKIP
+}
+
+ktap_finish() {
+	if [ "$__ktap_num" -ne "$__ktap_planned" ]; then
+		echo "# planned $__ktap_planned tests but ran $__ktap_num"
+		exit $KSFT_FAIL
+	fi
+	if [ "$__ktap_failed" -gt 0 ]; then
+		exit $KSFT_FAIL
+	fi
+	if [ "$__ktap_skipped" -eq "$__ktap_num" ] && [ "$__ktap_num" -gt 0 ]; then
+		exit $KSFT_SKIP
+	fi
+	exit $KSFT_PASS
+}
+
+require_tools() {
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null 2>&1 || skip_all "$t is not installed"
+	done
+}
+
+require_module() {
+	[ -d /sys/module/metaroce ] ||
+		skip_all "metaroce is not loaded (insmod metaroce.ko first)"
+}
+
+# Two namespaces joined by veth0 (in A, 10.77.0.1) <-> veth1 (in B, 10.77.0.2).
+netns_pair_up() {
+	ip netns add "$NS_A" && ip netns add "$NS_B" || return 1
+	ip link add veth0 netns "$NS_A" type veth peer name veth1 netns "$NS_B" || return 1
+	ip -n "$NS_A" addr add 10.77.0.1/24 dev veth0
+	ip -n "$NS_B" addr add 10.77.0.2/24 dev veth1
+	ip -n "$NS_A" link set veth0 up
+	ip -n "$NS_B" link set veth1 up
+}
+
+netns_pair_down() {
+	ip netns del "$NS_A" 2>/dev/null
+	ip netns del "$NS_B" 2>/dev/null
+	true
+}
+
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.2
+	done
+}
+
+ibdev_exists() {
+	[ -e "/sys/class/infiniband/$1" ]
+}
+
+ibdev_gone() {
+	! ibdev_exists "$1"
+}
+
+# rdma_in NS ARGS...: the rdma tool inside a namespace.
+rdma_in() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" rdma "$@"
+}
+
+# Remove any MetaRoCE device this test created, even after a failure.
+cleanup_links() {
+	local d
+	for d in "$@"; do
+		ibdev_exists "$d" && rdma link delete "$d" 2>/dev/null
+	done
+	true
+}
