@@ -13,7 +13,7 @@ mod abstractions;
 #[deny(unsafe_code)]
 mod driver;
 // The crate's `#![no_std]` is meaningless inside this crate (already no_std).
-#[allow(unused_attributes, dead_code)]
+#[allow(unused_attributes, unreachable_pub, dead_code)]
 #[path = "transport/src/lib.rs"]
 mod transport;
 

@@ -14,7 +14,3 @@
 
 #include "helpers.h"
 
-/* Values bindgen only sees through these typed constants. */
-const u32 RUST_CONST_HELPER_RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP =
-	RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
-const u32 RUST_CONST_HELPER_IB_MGMT_MAD_SIZE = IB_MGMT_MAD_SIZE;

@@ -25,7 +25,7 @@ use kernel::{
 
 /// An InfiniBand MTU (`enum ib_mtu`): the payload size of one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum IbMtu {
+pub(crate) enum IbMtu {
     /// 256 bytes.
     Mtu256,
     /// 512 bytes.
@@ -40,7 +40,7 @@ pub enum IbMtu {
 
 impl IbMtu {
     /// Every MTU, smallest first.
-    pub const ALL: [IbMtu; 5] = [
+    pub(crate) const ALL: [IbMtu; 5] = [
         Self::Mtu256,
         Self::Mtu512,
         Self::Mtu1024,
@@ -49,7 +49,7 @@ impl IbMtu {
     ];
 
     /// The MTU in bytes.
-    pub const fn bytes(self) -> u32 {
+    pub(crate) const fn bytes(self) -> u32 {
         match self {
             Self::Mtu256 => 256,
             Self::Mtu512 => 512,
@@ -60,7 +60,7 @@ impl IbMtu {
     }
 
     /// The largest MTU that fits in `bytes`, or `None` if not even 256 does.
-    pub fn largest_within(bytes: u32) -> Option<Self> {
+    pub(crate) fn largest_within(bytes: u32) -> Option<Self> {
         Self::ALL.iter().rev().copied().find(|m| m.bytes() <= bytes)
     }
 
@@ -77,7 +77,7 @@ impl IbMtu {
 
 /// Logical port state (`enum ib_port_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortState {
+pub(crate) enum PortState {
     /// No link.
     Down,
     /// Link up, ready to carry traffic.
@@ -86,7 +86,7 @@ pub enum PortState {
 
 /// Physical port state (`enum ib_port_phys_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PhysState {
+pub(crate) enum PhysState {
     /// Administratively down.
     Disabled,
     /// Administratively up, waiting for carrier.
@@ -98,61 +98,61 @@ pub enum PhysState {
 /// Device attributes reported by `query_device`. Limits left at zero mean "no
 /// such object can be created".
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DeviceAttr {
+pub(crate) struct DeviceAttr {
     /// Firmware version (shown by `rdma dev` / `ibv_devinfo`).
-    pub fw_ver: u64,
+    pub(crate) fw_ver: u64,
     /// System image GUID, in host order.
-    pub sys_image_guid: u64,
+    pub(crate) sys_image_guid: u64,
     /// IEEE OUI of the vendor.
-    pub vendor_id: u32,
+    pub(crate) vendor_id: u32,
     /// Vendor part number.
-    pub vendor_part_id: u32,
+    pub(crate) vendor_part_id: u32,
     /// Hardware version.
-    pub hw_ver: u32,
+    pub(crate) hw_ver: u32,
     /// Largest memory region, in bytes.
-    pub max_mr_size: u64,
+    pub(crate) max_mr_size: u64,
     /// Supported page sizes, as a bit mask.
-    pub page_size_cap: u64,
+    pub(crate) page_size_cap: u64,
 }
 
 /// Port attributes reported by `query_port`.
 #[derive(Clone, Copy, Debug)]
-pub struct PortAttr {
+pub(crate) struct PortAttr {
     /// Logical state.
-    pub state: PortState,
+    pub(crate) state: PortState,
     /// Physical state.
-    pub phys_state: PhysState,
+    pub(crate) phys_state: PhysState,
     /// Largest MTU the port supports.
-    pub max_mtu: IbMtu,
+    pub(crate) max_mtu: IbMtu,
     /// MTU in use.
-    pub active_mtu: IbMtu,
+    pub(crate) active_mtu: IbMtu,
     /// MTU of the underlying link, in bytes.
-    pub phys_mtu: u32,
+    pub(crate) phys_mtu: u32,
     /// Entries in the GID table.
-    pub gid_tbl_len: i32,
+    pub(crate) gid_tbl_len: i32,
     /// Entries in the P_Key table.
-    pub pkey_tbl_len: u16,
+    pub(crate) pkey_tbl_len: u16,
     /// Largest message, in bytes.
-    pub max_msg_sz: u32,
+    pub(crate) max_msg_sz: u32,
     /// Link speed (`enum ib_port_speed`).
-    pub active_speed: u16,
+    pub(crate) active_speed: u16,
     /// Link width (`enum ib_port_width`).
-    pub active_width: u8,
+    pub(crate) active_width: u8,
 }
 
 /// Port properties that never change while the device is registered.
 #[derive(Clone, Copy, Debug)]
-pub struct PortImmutable {
+pub(crate) struct PortImmutable {
     /// Entries in the GID table.
-    pub gid_tbl_len: i32,
+    pub(crate) gid_tbl_len: i32,
     /// Entries in the P_Key table.
-    pub pkey_tbl_len: i32,
+    pub(crate) pkey_tbl_len: i32,
 }
 
 /// The operations of an RDMA device driver. `Self` is the per-device data, which
 /// lives inside the device's allocation and is dropped when the core frees it.
 #[vtable]
-pub trait DeviceOps: Sized + Send + Sync + 'static {
+pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     /// Returns the device attributes.
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
 
@@ -178,7 +178,7 @@ pub trait DeviceOps: Sized + Send + Sync + 'static {
 ///   dropped only by `dealloc_driver`, the last operation the core calls.
 /// - `set` points to the [`DeviceSet`] that created the device, which outlives it.
 #[repr(C)]
-pub struct Device<T: DeviceOps> {
+pub(crate) struct Device<T: DeviceOps> {
     ib: Opaque<bindings::ib_device>,
     set: *const DeviceSet<T>,
     data: T,
@@ -215,22 +215,15 @@ impl<T: DeviceOps> Device<T> {
         self.ib.get()
     }
 
-    /// The device name, e.g. `mr0`.
-    pub fn name(&self) -> &CStr {
-        // SAFETY: `name` is a NUL-terminated array that is set before registration
-        // and not changed by the core without the driver being told.
-        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
-    }
-
     /// The net device bound to `port`, if any, with a reference held.
-    pub fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+    pub(crate) fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
         // SAFETY: The device is valid; the function returns a held reference or null.
         unsafe { NetDevice::from_held(bindings::ib_device_get_netdev(self.as_raw(), port)) }
     }
 
     /// Speed and width of the Ethernet link under `port`, as the core derives them
     /// from ethtool. Takes RTNL: not for use in a netdevice notifier.
-    pub fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
         let (mut speed, mut width) = (0u16, 0u8);
         // SAFETY: The device is valid; the out-pointers are valid for writes.
         to_result(unsafe {
@@ -338,7 +331,7 @@ impl<T: DeviceOps> Adapter<T> {
             imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
             imm.gid_tbl_len = p.gid_tbl_len;
             imm.pkey_tbl_len = p.pkey_tbl_len;
-            imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
+            imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
             Ok(0)
         })
     }
@@ -393,7 +386,7 @@ unsafe impl Send for Entry {}
 ///
 /// Each `entries[i].ib` points to a live `Device<T>` allocation created by `add`.
 #[pin_data(PinnedDrop)]
-pub struct DeviceSet<T: DeviceOps> {
+pub(crate) struct DeviceSet<T: DeviceOps> {
     #[pin]
     entries: Mutex<KVec<Entry>>,
     module: &'static ThisModule,
@@ -402,7 +395,7 @@ pub struct DeviceSet<T: DeviceOps> {
 
 impl<T: DeviceOps> DeviceSet<T> {
     /// Creates an empty set for devices owned by `module`.
-    pub fn new(module: &'static ThisModule) -> impl PinInit<Self> {
+    pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self> {
         pin_init!(Self {
             entries <- new_mutex!(KVec::new(), "DeviceSet::entries"),
             module,
@@ -410,17 +403,12 @@ impl<T: DeviceOps> DeviceSet<T> {
         })
     }
 
-    /// Number of devices in the set.
-    pub fn len(&self) -> usize {
-        self.entries.lock().len()
-    }
-
     /// Creates a device named `name` on `ndev` with node GUID `node_guid` (host
     /// order) and data `data`, and registers it.
     ///
     /// Fails with `EEXIST` if the set already has a device on `ndev` or if another
     /// RDMA device already has that name.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         name: &CStr,
         ndev: &NetDevice,
@@ -428,7 +416,7 @@ impl<T: DeviceOps> DeviceSet<T> {
         data: impl PinInit<T, Error>,
     ) -> Result {
         const {
-            assert!(core::mem::align_of::<Device<T>>() <= bindings::ARCH_KMALLOC_MINALIGN as usize)
+            assert!(core::mem::align_of::<Device<T>>() <= kernel::bindings::ARCH_KMALLOC_MINALIGN)
         };
         let mut entries = self.entries.lock();
         if entries.iter().any(|e| e.ndev == ndev.as_raw().cast_const()) {
@@ -459,7 +447,7 @@ impl<T: DeviceOps> DeviceSet<T> {
             (&raw mut (*dev).set).write(self);
             (*ib).phys_port_cnt = 1;
             (*ib).num_comp_vectors = 1;
-            (*ib).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as u8;
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*ib).node_guid = node_guid.to_be();
             bindings::mr_ib_mark_name_assigned_by_user(ib);
             bindings::ib_set_device_ops(ib, &ops);
@@ -504,7 +492,7 @@ impl<T: DeviceOps> DeviceSet<T> {
 
         // The net device may have been unregistered while this one was being
         // registered; its notifier could not take a reference then.
-        let mut entries = self.entries.lock();
+        let entries = self.entries.lock();
         if entries.iter().any(|e| e.ib == ib && e.doomed) {
             // SAFETY: `ib` is live: it is listed and registered.
             unsafe { Self::unregister_queued(ib) };
@@ -514,7 +502,7 @@ impl<T: DeviceOps> DeviceSet<T> {
 
     /// Starts the unregistration of every device bound to `ndev`. Safe to call
     /// from a netdevice notifier (it only queues work).
-    pub fn unregister_by_netdev(&self, ndev: &NetDevice) {
+    pub(crate) fn unregister_by_netdev(&self, ndev: &NetDevice) {
         let mut entries = self.entries.lock();
         for e in entries.iter_mut().filter(|e| e.ndev == ndev.as_raw().cast_const()) {
             // SAFETY: Listed devices are live (type invariant).
@@ -557,7 +545,7 @@ impl<T: DeviceOps> PinnedDrop for DeviceSet<T> {
                 // SAFETY: Listed devices are live; the extra reference on the
                 // embedded `struct device` keeps the memory valid until the
                 // `put_device` below, whoever completes the unregistration.
-                unsafe { bindings::get_device(&raw mut (*e.ib).dev) };
+                unsafe { bindings::get_device(&raw mut (*e.ib).__bindgen_anon_1.dev) };
                 e.ib
             };
             // SAFETY: `ib` is valid (reference held above). If another thread is
@@ -565,7 +553,7 @@ impl<T: DeviceOps> PinnedDrop for DeviceSet<T> {
             // `dealloc_driver` has removed the entry when it returns.
             unsafe {
                 bindings::ib_unregister_device(ib);
-                bindings::put_device(&raw mut (*ib).dev);
+                bindings::put_device(&raw mut (*ib).__bindgen_anon_1.dev);
             }
         }
     }

@@ -19,7 +19,7 @@ use kernel::{
 };
 
 /// A link type handler.
-pub trait LinkOps: Send + Sync + 'static {
+pub(crate) trait LinkOps: Send + Sync + 'static {
     /// The type name users pass to `rdma link add ... type`.
     const TYPE: &'static CStr;
 
@@ -42,7 +42,7 @@ static HANDLER: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
 /// While this object exists, `ops` is registered with `rdma_link_register` and
 /// `HANDLER` points to the `T` inside `handler`.
 #[pin_data(PinnedDrop)]
-pub struct LinkRegistration<T: LinkOps> {
+pub(crate) struct LinkRegistration<T: LinkOps> {
     handler: Arc<T>,
     #[pin]
     ops: Opaque<bindings::rdma_link_ops>,
@@ -57,7 +57,7 @@ unsafe impl<T: LinkOps> Sync for LinkRegistration<T> {}
 impl<T: LinkOps> LinkRegistration<T> {
     /// Registers link type `T::TYPE`, served by `handler`. Fails with `EBUSY` if
     /// this module already registered a link type.
-    pub fn new(handler: Arc<T>) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(handler: Arc<T>) -> impl PinInit<Self, Error> {
         let target = Arc::as_ptr(&handler).cast_mut().cast::<c_void>();
         try_pin_init!(Self {
             handler,
@@ -76,7 +76,7 @@ impl<T: LinkOps> LinkRegistration<T> {
                     slot.write(ops);
                     bindings::rdma_link_register(slot);
                 }
-                Ok(())
+                Ok::<(), Error>(())
             }),
             _p: PhantomData,
         })

@@ -24,7 +24,7 @@ use kernel::{
 /// The wrapped `net_device` is valid for the lifetime of every `&NetDevice`: whoever
 /// hands one out holds a reference on the device for at least that long.
 #[repr(transparent)]
-pub struct NetDevice(Opaque<bindings::net_device>);
+pub(crate) struct NetDevice(Opaque<bindings::net_device>);
 
 // SAFETY: `net_device` is meant to be used from any thread; every accessor below
 // reads fields the way the C code does without locks, or calls functions that
@@ -80,13 +80,13 @@ impl NetDevice {
     }
 
     /// The interface index (`ifindex`).
-    pub fn ifindex(&self) -> i32 {
+    pub(crate) fn ifindex(&self) -> i32 {
         // SAFETY: The device is valid; `ifindex` is fixed while it is registered.
         unsafe { (*self.as_raw()).ifindex }
     }
 
     /// The hardware address, when it is a 6-byte Ethernet address.
-    pub fn mac(&self) -> Option<[u8; 6]> {
+    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
         // SAFETY: The device is valid; `dev_addr` holds `addr_len` bytes and is
         // changed by C only under RTNL, as a whole, like this read expects.
         unsafe {
@@ -99,21 +99,21 @@ impl NetDevice {
     }
 
     /// The MTU in bytes. It can change at any time; the value is a snapshot.
-    pub fn mtu(&self) -> u32 {
+    pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: The device is valid; the MTU is read without a lock as C's
         // `READ_ONCE(dev->mtu)` does.
         unsafe { core::ptr::read_volatile(&raw const (*self.as_raw()).mtu) }
     }
 
     /// Whether the device is running and has carrier (the RDMA port is active).
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         // SAFETY: The device is valid.
-        unsafe { bindings::mr_ib_get_curr_port_state(self.as_raw()) }
-            == bindings::ib_port_state_IB_PORT_ACTIVE
+        let state = unsafe { bindings::mr_ib_get_curr_port_state(self.as_raw()) };
+        state == bindings::ib_port_state_IB_PORT_ACTIVE
     }
 
     /// Whether the administrator set the device up (`IFF_UP`).
-    pub fn is_admin_up(&self) -> bool {
+    pub(crate) fn is_admin_up(&self) -> bool {
         // SAFETY: The device is valid.
         let flags = unsafe { bindings::netif_get_flags(self.as_raw()) };
         flags & bindings::net_device_flags_IFF_UP != 0
@@ -122,7 +122,7 @@ impl NetDevice {
 
 /// Events of the netdevice notifier chain that drivers here react to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetdevEvent {
+pub(crate) enum NetdevEvent {
     /// The device is being unregistered: drop everything that refers to it.
     Unregister,
     /// The MTU changed.
@@ -143,7 +143,7 @@ impl NetdevEvent {
 
 /// Receives netdevice notifier events. Called in process context with RTNL held:
 /// implementations must not take RTNL or wait for anything that does.
-pub trait NetdevEvents: Send + Sync + 'static {
+pub(crate) trait NetdevEvents: Send + Sync + 'static {
     /// Handles `event` for `ndev`.
     fn event(&self, event: NetdevEvent, ndev: &NetDevice);
 }
@@ -155,7 +155,7 @@ pub trait NetdevEvents: Send + Sync + 'static {
 /// `nb` is registered with `register_netdevice_notifier` for the whole life of the
 /// pinned object, and its callback is `Self::notifier_call`.
 #[pin_data(PinnedDrop)]
-pub struct NetdevNotifier<T: NetdevEvents> {
+pub(crate) struct NetdevNotifier<T: NetdevEvents> {
     handler: Arc<T>,
     #[pin]
     nb: Opaque<bindings::notifier_block>,
@@ -171,7 +171,7 @@ unsafe impl<T: NetdevEvents> Sync for NetdevNotifier<T> {}
 impl<T: NetdevEvents> NetdevNotifier<T> {
     /// Registers `handler` on the netdevice notifier chain. The kernel replays
     /// `NETDEV_REGISTER`/`NETDEV_UP` for existing devices during this call.
-    pub fn new(handler: Arc<T>) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(handler: Arc<T>) -> impl PinInit<Self, Error> {
         // `handler` is initialised before `nb`, so it is in place when the first
         // (replayed) event arrives.
         try_pin_init!(Self {
