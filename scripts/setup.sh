@@ -5,8 +5,7 @@
 #
 #   scripts/setup.sh            packages + Rust pieces
 #
-# Newer suites (bookworm-backports for QEMU, sid for linux-source-7.2 and
-# virtme-ng) are added with apt pin priority 100, so nothing is upgraded from them
+# Newer suites (bookworm-backports for QEMU, sid for linux-source-7.2) are added with apt pin priority 100, so nothing is upgraded from them
 # unless asked for by name. Undo: rm /etc/apt/sources.list.d/metaroce.sources
 # /etc/apt/preferences.d/metaroce.
 set -euo pipefail
@@ -66,10 +65,6 @@ install_packages() {
 		log "installing qemu-system-x86 from bookworm-backports"
 		$SUDO apt-get install -y -q --no-install-recommends \
 			-t bookworm-backports qemu-system-x86
-	fi
-	if ! command -v vng >/dev/null; then
-		log "installing virtme-ng (only that package) from sid"
-		$SUDO apt-get install -y -q --no-install-recommends virtme-ng/sid
 	fi
 	if ! ls /usr/src/linux-source-$KVER_MAJOR.tar.* >/dev/null 2>&1; then
 		log "installing linux-source-$KVER_MAJOR from sid"

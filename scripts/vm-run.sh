@@ -1,25 +1,49 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Boot a kernel build tree under QEMU (virtme-ng, the host's root file system
-# over 9p, read-only) and run one command in it as root.
+# Boot a kernel build tree under QEMU and run one command in it as root.
 #
-#   scripts/vm-run.sh KDIR RWDIR COMMAND...
+#   scripts/vm-run.sh KDIR RWDIR [COMMAND...]
 #
-# RWDIR is writable from the guest. KVM is used only if it really works here
-# (METAROCE_KVM=1 forces it on); otherwise QEMU emulates (TCG).
+# The guest's root file system is the host's, read-only over 9p; RWDIR is
+# shared read-write and mounted at the same path in the guest. Without a
+# COMMAND the guest gives an interactive shell on the console. The kernel log
+# is printed on the console as it comes. KVM is used only when METAROCE_KVM=1
+# (it is not usable on this project's machines); otherwise QEMU emulates (TCG).
+#
+# scripts/guest-init.sh is the guest's init: it mounts what the tests need and
+# powers the guest off when the command ends, so no time goes to a distro init.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+[ $# -ge 2 ] || die "usage: $0 KDIR RWDIR [COMMAND...]"
 kdir=$1
-rwdir=$2
+rwdir=$(cd "$2" && pwd)
 shift 2
+kernel="$kdir/arch/x86/boot/bzImage"
+[ -f "$kernel" ] || die "no kernel image at $kernel"
 
-kvm=(--disable-kvm)
-if [ "${METAROCE_KVM:-0}" = 1 ]; then
-	kvm=()
-fi
+accel=tcg
+if [ "${METAROCE_KVM:-0}" = 1 ]; then accel=kvm; else accel=tcg,thread=multi; fi
 
-exec timeout --foreground "${METAROCE_VM_TIMEOUT:-1800}" \
-	vng --run "$kdir" "${kvm[@]}" --cpus 2 --memory 3G \
-	--rwdir "$rwdir" --cwd "$TOP" --verbose \
-	--exec "$*"
+# The command travels base64-encoded on the kernel command line.
+cmd=$(printf '%s' "$*" | base64 -w0)
+append="console=ttyS0 root=/dev/root rootfstype=9p"
+append+=" rootflags=trans=virtio,version=9p2000.L,msize=512000,access=any,cache=loose"
+append+=" ro panic=-1 oops=panic init=$TOP/scripts/guest-init.sh"
+append+=" metaroce.rwdir=$rwdir metaroce.cmd=$cmd metaroce.cwd=$TOP"
+append+=" ${METAROCE_VM_APPEND:-}"
+
+# isa-debug-exit makes QEMU exit with status 1 when the guest is done: that
+# is success here.
+rc=0
+timeout --foreground "${METAROCE_VM_TIMEOUT:-1800}" \
+	qemu-system-x86_64 -machine pc -accel "$accel" -smp "${METAROCE_VM_CPUS:-2}" \
+	-m "${METAROCE_VM_MEM:-3G}" -nographic -no-reboot -nic none \
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+	-kernel "$kernel" -append "$append" \
+	-fsdev local,id=root,path=/,security_model=none,readonly=on \
+	-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
+	-fsdev local,id=rw,path="$rwdir",security_model=none \
+	-device virtio-9p-pci,fsdev=rw,mount_tag=rwdir || rc=$?
+[ "$rc" = 1 ] && rc=0
+exit "$rc"

@@ -115,6 +115,23 @@ pub(crate) struct DeviceAttr {
     pub(crate) page_size_cap: u64,
 }
 
+/// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkSpeed {
+    /// `enum ib_port_speed`.
+    pub(crate) speed: u16,
+    /// `enum ib_port_width`.
+    pub(crate) width: u8,
+}
+
+impl LinkSpeed {
+    /// The slowest link (SDR, 1X): what a port without a net device reports.
+    pub(crate) const SLOWEST: Self = Self {
+        speed: bindings::ib_port_speed_IB_SPEED_SDR as u16,
+        width: bindings::ib_port_width_IB_WIDTH_1X as u8,
+    };
+}
+
 /// Port attributes reported by `query_port`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PortAttr {
@@ -134,10 +151,8 @@ pub(crate) struct PortAttr {
     pub(crate) pkey_tbl_len: u16,
     /// Largest message, in bytes.
     pub(crate) max_msg_sz: u32,
-    /// Link speed (`enum ib_port_speed`).
-    pub(crate) active_speed: u16,
-    /// Link width (`enum ib_port_width`).
-    pub(crate) active_width: u8,
+    /// Link speed and width.
+    pub(crate) link: LinkSpeed,
 }
 
 /// Port properties that never change while the device is registered.
@@ -223,13 +238,13 @@ impl<T: DeviceOps> Device<T> {
 
     /// Speed and width of the Ethernet link under `port`, as the core derives them
     /// from ethtool. Takes RTNL: not for use in a netdevice notifier.
-    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
-        let (mut speed, mut width) = (0u16, 0u8);
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<LinkSpeed> {
+        let mut link = LinkSpeed::SLOWEST;
         // SAFETY: The device is valid; the out-pointers are valid for writes.
         to_result(unsafe {
-            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut link.speed, &mut link.width)
         })?;
-        Ok((speed, width))
+        Ok(link)
     }
 }
 
@@ -247,6 +262,7 @@ impl<T: DeviceOps> Adapter<T> {
             query_port: Some(Self::query_port),
             get_port_immutable: Some(Self::get_port_immutable),
             query_pkey: Some(Self::query_pkey),
+            get_link_layer: Some(Self::get_link_layer),
             dealloc_driver: Some(Self::dealloc_driver),
             ..Default::default()
         }
@@ -311,8 +327,8 @@ impl<T: DeviceOps> Adapter<T> {
             attr.gid_tbl_len = a.gid_tbl_len;
             attr.pkey_tbl_len = a.pkey_tbl_len;
             attr.max_msg_sz = a.max_msg_sz;
-            attr.active_speed = a.active_speed;
-            attr.active_width = a.active_width;
+            attr.active_speed = a.link.speed;
+            attr.active_width = a.link.width;
             Ok(0)
         })
     }
@@ -334,6 +350,15 @@ impl<T: DeviceOps> Adapter<T> {
             imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
             Ok(0)
         })
+    }
+
+    /// Every port is Ethernet (see [`DeviceOps::port_immutable`]). Without this
+    /// operation the core would derive InfiniBand from the node type.
+    unsafe extern "C" fn get_link_layer(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> bindings::rdma_link_layer {
+        bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
 
     unsafe extern "C" fn query_pkey(
@@ -498,6 +523,12 @@ impl<T: DeviceOps> DeviceSet<T> {
             unsafe { Self::unregister_queued(ib) };
         }
         Ok(())
+    }
+
+    /// Whether the set has a device on `ndev`.
+    pub(crate) fn has_netdev(&self, ndev: &NetDevice) -> bool {
+        let ndev = ndev.as_raw().cast_const();
+        self.entries.lock().iter().any(|e| e.ndev == ndev)
     }
 
     /// Starts the unregistration of every device bound to `ndev`. Safe to call

@@ -2,11 +2,8 @@
 
 //! A MetaRoCE RDMA device: one port over one net device.
 
-use crate::abstractions::{
-    device::{
-        Device, DeviceAttr, DeviceOps, IbMtu, PhysState, PortAttr, PortImmutable, PortState,
-    },
-    netdev::NetDevice,
+use crate::abstractions::device::{
+    Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable, PortState,
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
 use kernel::prelude::*;
@@ -27,8 +24,7 @@ pub(crate) struct MrDevice {
 }
 
 impl MrDevice {
-    pub(crate) fn new(ndev: &NetDevice) -> impl PinInit<Self, Error> {
-        let guid = ndev.mac().map_or(0, node_guid);
+    pub(crate) fn new(guid: u64) -> impl PinInit<Self, Error> {
         Ok::<_, Error>(Self { guid })
     }
 }
@@ -52,6 +48,35 @@ pub(crate) fn node_guid(mac: [u8; 6]) -> u64 {
 /// frame with all headers, or `None` if the link is too small for MetaRoCE.
 pub(crate) fn port_mtu(netdev_mtu: u32) -> Option<IbMtu> {
     IbMtu::largest_within(max_payload(netdev_mtu))
+}
+
+/// The port attributes for a net device with MTU `mtu`, carrier state `active`
+/// and administrative state `admin_up`.
+fn port_attr(mtu: u32, active: bool, admin_up: bool, link: LinkSpeed) -> PortAttr {
+    // A link too small for any IB MTU cannot carry MetaRoCE: report it down.
+    let (state, active_mtu) = match port_mtu(mtu) {
+        Some(m) if active => (PortState::Active, m),
+        Some(m) => (PortState::Down, m),
+        None => (PortState::Down, IbMtu::Mtu256),
+    };
+    let phys_state = if active {
+        PhysState::LinkUp
+    } else if admin_up {
+        PhysState::Polling
+    } else {
+        PhysState::Disabled
+    };
+    PortAttr {
+        state,
+        phys_state,
+        max_mtu: IbMtu::Mtu4096,
+        active_mtu,
+        phys_mtu: mtu,
+        gid_tbl_len: GID_TABLE_LEN,
+        pkey_tbl_len: 1,
+        max_msg_sz: 1 << 31,
+        link,
+    }
 }
 
 fn check_port(port: u32) -> Result {
@@ -78,36 +103,15 @@ impl DeviceOps for MrDevice {
 
     fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
         check_port(port)?;
-        let ndev = dev.netdev(port).ok_or(ENODEV)?;
-        let mtu = ndev.mtu();
-        let active = ndev.is_active();
-        // A link too small for any IB MTU cannot carry MetaRoCE: report it down.
-        let (state, active_mtu) = match port_mtu(mtu) {
-            Some(m) if active => (PortState::Active, m),
-            Some(m) => (PortState::Down, m),
-            None => (PortState::Down, IbMtu::Mtu256),
+        // Between the net device's unregistration and this device's, the port has
+        // no net device: it is down, not broken.
+        let Some(ndev) = dev.netdev(port) else {
+            return Ok(port_attr(0, false, false, LinkSpeed::SLOWEST));
         };
-        let phys_state = if active {
-            PhysState::LinkUp
-        } else if ndev.is_admin_up() {
-            PhysState::Polling
-        } else {
-            PhysState::Disabled
-        };
+        let (mtu, active, admin_up) = (ndev.mtu(), ndev.is_active(), ndev.is_admin_up());
         drop(ndev);
-        let (active_speed, active_width) = dev.eth_speed(port)?;
-        Ok(PortAttr {
-            state,
-            phys_state,
-            max_mtu: IbMtu::Mtu4096,
-            active_mtu,
-            phys_mtu: mtu,
-            gid_tbl_len: GID_TABLE_LEN,
-            pkey_tbl_len: 1,
-            max_msg_sz: 1 << 31,
-            active_speed,
-            active_width,
-        })
+        let link = dev.eth_speed(port).unwrap_or(LinkSpeed::SLOWEST);
+        Ok(port_attr(mtu, active, admin_up, link))
     }
 
     fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
@@ -157,6 +161,21 @@ mod tests {
         );
         // The universal/local bit is inverted both ways.
         assert_eq!(node_guid([0; 6]), 0x0200_00ff_fe00_0000);
+    }
+
+    #[test]
+    fn port_state_follows_the_net_device() {
+        let up = port_attr(1500, true, true, LinkSpeed::SLOWEST);
+        assert_eq!(up.state, PortState::Active);
+        assert_eq!(up.phys_state, PhysState::LinkUp);
+        assert_eq!(up.active_mtu, IbMtu::Mtu1024);
+        let no_carrier = port_attr(1500, false, true, LinkSpeed::SLOWEST);
+        assert_eq!(no_carrier.state, PortState::Down);
+        assert_eq!(no_carrier.phys_state, PhysState::Polling);
+        let admin_down = port_attr(1500, false, false, LinkSpeed::SLOWEST);
+        assert_eq!(admin_down.phys_state, PhysState::Disabled);
+        // Carrier on a link too small for MetaRoCE still leaves the port down.
+        assert_eq!(port_attr(200, true, true, LinkSpeed::SLOWEST).state, PortState::Down);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! The `metaroce` link type (`rdma link add NAME type metaroce netdev DEV`) and
 //! the reaction to net devices going away.
 
-use super::{device::MrDevice, Driver};
+use super::{
+    device::{node_guid, MrDevice},
+    Driver,
+};
 use crate::abstractions::{
     link::LinkOps,
     netdev::{NetDevice, NetdevEvent, NetdevEvents},
@@ -14,30 +17,32 @@ impl LinkOps for Driver {
     const TYPE: &'static CStr = c"metaroce";
 
     fn newlink(&self, name: &CStr, ndev: &NetDevice) -> Result {
+        let name_str = name.to_str().unwrap_or("?");
         let Some(mac) = ndev.mac() else {
             pr_err!(
-                "{}: ifindex {} has no Ethernet address; MetaRoCE needs an Ethernet device\n",
-                name.to_str().unwrap_or("?"),
+                "{name_str}: ifindex {} has no Ethernet address; MetaRoCE needs one\n",
                 ndev.ifindex()
             );
             return Err(EINVAL);
         };
-        match self.devices.add(name, ndev, super::device::node_guid(mac), MrDevice::new(ndev)) {
+        if self.devices.has_netdev(ndev) {
+            pr_err!(
+                "{name_str}: not created: ifindex {} already has a MetaRoCE device\n",
+                ndev.ifindex()
+            );
+            return Err(EEXIST);
+        }
+        let guid = node_guid(mac);
+        match self.devices.add(name, ndev, guid, MrDevice::new(guid)) {
             Ok(()) => {
-                pr_info!(
-                    "{}: created on ifindex {}\n",
-                    name.to_str().unwrap_or("?"),
-                    ndev.ifindex()
-                );
+                pr_info!("{name_str}: created on ifindex {}\n", ndev.ifindex());
                 Ok(())
             }
             Err(e) => {
+                // `add` checks the net device again under its lock; a clash
+                // that it reports now is the name (or a concurrent request).
                 if e == EEXIST {
-                    pr_err!(
-                        "{}: not created: ifindex {} already has a MetaRoCE device, or the name is taken\n",
-                        name.to_str().unwrap_or("?"),
-                        ndev.ifindex()
-                    );
+                    pr_err!("{name_str}: not created: the name is taken\n");
                 }
                 Err(e)
             }

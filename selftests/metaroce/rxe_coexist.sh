@@ -27,7 +27,10 @@ out=$(rdma link show 2>&1)
 ktap_info "$out"
 check "both are listed" eval 'grep -q "link rxet0/1" <<<"$out" && grep -q "link mrt0/1" <<<"$out"'
 out=$(rdma_in "$NS_A" link add rxet0 type metaroce netdev veth0 2>&1)
-check "an rxe device's name is refused" eval '[ $? -ne 0 ] && ibdev_exists rxet0'
+rc=$?
+ktap_info "link add rxet0 type metaroce -> rc $rc: $out"
+check "an rxe device's name is refused" eval \
+	'[ $rc -ne 0 ] && grep -q "File exists" <<<"$out" && ibdev_exists rxet0'
 check "rxe device deletes cleanly beside MetaRoCE" eval \
 	'rdma link delete rxet0 && wait_for 5 ibdev_gone rxet0 && ibdev_exists mrt0'
 
