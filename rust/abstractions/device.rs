@@ -440,9 +440,7 @@ impl<T: DeviceOps> DeviceSet<T> {
         node_guid: u64,
         data: impl PinInit<T, Error>,
     ) -> Result {
-        const {
-            assert!(core::mem::align_of::<Device<T>>() <= kernel::bindings::ARCH_KMALLOC_MINALIGN)
-        };
+        const { assert!(core::mem::align_of::<Device<T>>() <= kernel::bindings::ARCH_KMALLOC_MINALIGN) };
         let mut entries = self.entries.lock();
         if entries.iter().any(|e| e.ndev == ndev.as_raw().cast_const()) {
             return Err(EEXIST);
@@ -501,7 +499,9 @@ impl<T: DeviceOps> DeviceSet<T> {
         let mut ret = unsafe { bindings::ib_device_set_netdev(ib, ndev.as_raw(), 1) };
         if ret == 0 {
             // SAFETY: `ib` is fully set up; `name` is NUL-terminated; no DMA device.
-            ret = unsafe { bindings::ib_register_device(ib, name.as_char_ptr(), core::ptr::null_mut()) };
+            ret = unsafe {
+                bindings::ib_register_device(ib, name.as_char_ptr(), core::ptr::null_mut())
+            };
         }
         if ret != 0 {
             // SAFETY: Registration failed, so the caller still owns `ib` and must
@@ -535,7 +535,10 @@ impl<T: DeviceOps> DeviceSet<T> {
     /// from a netdevice notifier (it only queues work).
     pub(crate) fn unregister_by_netdev(&self, ndev: &NetDevice) {
         let mut entries = self.entries.lock();
-        for e in entries.iter_mut().filter(|e| e.ndev == ndev.as_raw().cast_const()) {
+        for e in entries
+            .iter_mut()
+            .filter(|e| e.ndev == ndev.as_raw().cast_const())
+        {
             // SAFETY: Listed devices are live (type invariant).
             if !unsafe { Self::unregister_queued(e.ib) } {
                 e.doomed = true;

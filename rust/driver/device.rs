@@ -175,7 +175,10 @@ mod tests {
         let admin_down = port_attr(1500, false, false, LinkSpeed::SLOWEST);
         assert_eq!(admin_down.phys_state, PhysState::Disabled);
         // Carrier on a link too small for MetaRoCE still leaves the port down.
-        assert_eq!(port_attr(200, true, true, LinkSpeed::SLOWEST).state, PortState::Down);
+        assert_eq!(
+            port_attr(200, true, true, LinkSpeed::SLOWEST).state,
+            PortState::Down
+        );
     }
 
     #[test]
