@@ -6,6 +6,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 variant=${METAROCE_DEMO_KERNEL:-debug}
+# Keep the console to the demo itself: kernel info messages stay in dmesg.
+export METAROCE_VM_APPEND="${METAROCE_VM_APPEND:-} loglevel=4"
 "$TOP/scripts/setup.sh"
 kdir=$("$TOP/scripts/build-kernel.sh" "$variant")
 make -C "$TOP" KDIR="$kdir" modules >/dev/null
