@@ -31,7 +31,9 @@ kernel:
 
 # Userspace crates' tests only (no VM).
 check-user:
-	scripts/check-user.sh
+	@scripts/check-user.sh out/check-user; \
+	python3 scripts/tap_report.py --cargo out/check-user/cargo-*.log \
+		--unittest out/check-user/unittest-*.log
 
 # The whole suite: userspace crates, then the module in a QEMU guest.
 check:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Run the userspace crates' tests; each crate's output goes to OUT/cargo-NAME.log.
+# Run the userspace tests: each crate's cargo tests (OUT/cargo-NAME.log) and the
+# unit tests of the test tooling itself (OUT/unittest-scripts.log).
 #
 #   scripts/check-user.sh [OUT]
 set -uo pipefail
@@ -16,4 +17,7 @@ for manifest in "$TOP"/rust/*/Cargo.toml "$TOP"/tools/*/Cargo.toml; do
 	cargo test --manifest-path "$manifest" -- --test-threads=2 \
 		>"$out/cargo-$name.log" 2>&1 || rc=1
 done
+log "python unittest: scripts/tests"
+python3 -m unittest discover -v -s "$TOP/scripts/tests" -p 'test_*.py' \
+	>"$out/unittest-scripts.log" 2>&1 || rc=1
 exit $rc

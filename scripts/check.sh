@@ -31,7 +31,8 @@ log "booting the test kernel (TCG: this takes a few minutes)"
 vm_rc=$?
 log "VM exited with $vm_rc after $(($(date +%s) - start)) s in all"
 
-python3 "$TOP/scripts/tap_report.py" --cargo "$out"/cargo-*.log --guest "$out/guest" |
+python3 "$TOP/scripts/tap_report.py" --cargo "$out"/cargo-*.log \
+	--unittest "$out"/unittest-*.log --guest "$out/guest" |
 	tee "$out/report.tap"
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ]; then

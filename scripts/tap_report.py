@@ -65,6 +65,19 @@ def cargo(rep, path):
         rep.point(False, f"cargo: {label}: tests ran", diag=text.splitlines()[-15:])
 
 
+def unittest_log(rep, path):
+    text = read(path)
+    label = os.path.basename(path).removesuffix(".log")
+    found = False
+    for m in re.finditer(r"^(\w+) \(.*?\) \.\.\. (ok|FAIL|ERROR|skipped.*)$", text, re.M):
+        found = True
+        name, res = m.groups()
+        rep.point(res == "ok", f"{label}: {name}",
+                  skip=res if res.startswith("skipped") else None)
+    if not found:
+        rep.point(False, f"{label}: tests ran", diag=text.splitlines()[-15:])
+
+
 def kunit(rep, dmesg):
     """Reports the metaroce suites of the first module load (later loads by the
     selftests run them again; those runs only matter through the log check)."""
@@ -156,6 +169,7 @@ def guest(rep, guest):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cargo", nargs="*", default=[])
+    ap.add_argument("--unittest", nargs="*", default=[])
     ap.add_argument("--guest")
     ap.add_argument("--vm-log")
     args = ap.parse_args()
@@ -163,6 +177,8 @@ def main():
     print("TAP version 13")
     for path in args.cargo:
         cargo(rep, path)
+    for path in args.unittest:
+        unittest_log(rep, path)
     if args.guest:
         guest(rep, args.guest)
     print(f"1..{rep.n}")

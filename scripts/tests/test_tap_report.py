@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Tests of scripts/tap_report.py: the report must fail on every kind of bad
+result `make check` can meet, and pass a clean run."""
+
+import io
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import tap_report  # noqa: E402
+
+CLEAN_DMESG = """\
+[    1.000000] Lock dependency validator: Copyright (c) 2006 Red Hat, Inc., Ingo Molnar
+[    2.000000] kmemleak: Kernel memory leak detector initialized (mem pool available: 14585)
+[   35.190681] metaroce: loaded
+[   35.199959]     KTAP version 1
+[   35.200376]     # Subtest: metaroce_device
+[   35.202150]     1..2
+[   35.218774]     ok 1 port_mtu
+[   35.231082]     ok 2 node_guid
+[   35.261203] ok 1 metaroce_device
+[   40.000000]     # Subtest: metaroce_device
+[   40.000001]     not ok 1 port_mtu
+[   40.000002] not ok 1 metaroce_device
+"""
+
+
+class ReportTest(unittest.TestCase):
+    def guest(self, dmesg=CLEAN_DMESG, tap="TAP version 13\n1..1\nok 1 adds\n", rc="0",
+              leaks="", files=None):
+        d = tempfile.mkdtemp()
+        content = {
+            "done": "done", "uname": "7.2.13", "insmod.rc": "0", "insmod.err": "",
+            "rmmod.rc": "0", "rmmod.err": "", "kmemleak.txt": leaks,
+            "dmesg.txt": dmesg, "tests.list": "link.sh\n", "link.sh.tap": tap,
+            "link.sh.rc": rc, "link.sh.err": "",
+        }
+        content.update(files or {})
+        for name, text in content.items():
+            if text is None:
+                continue
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        return d
+
+    def run_report(self, guest, cargo=()):
+        sys.argv = ["tap_report.py", "--guest", guest, "--cargo", *cargo]
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = tap_report.main()
+        return rc, out.getvalue()
+
+    def test_clean_run_passes(self):
+        rc, out = self.run_report(self.guest())
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok 3 kunit: metaroce_device: node_guid", out)
+        # The second load's KUnit run is not counted twice.
+        self.assertNotIn("not ok", out)
+        self.assertTrue(out.rstrip().endswith("passed, 0 failed"), out)
+
+    def test_warn_in_log_fails(self):
+        dmesg = CLEAN_DMESG + "[   50.0] WARNING: CPU: 1 PID: 7 at drivers/x.c:1 f+0x1\n"
+        rc, out = self.run_report(self.guest(dmesg=dmesg))
+        self.assertEqual(rc, 1)
+        self.assertIn("not ok", out)
+
+    def test_kasan_lockdep_and_leak_fail(self):
+        for line in ("BUG: KASAN: slab-use-after-free in f+0x1",
+                     "WARNING: possible circular locking dependency detected",
+                     "kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)"):
+            rc, _ = self.run_report(self.guest(dmesg=CLEAN_DMESG + f"[ 9.0] {line}\n"))
+            self.assertEqual(rc, 1, line)
+        rc, _ = self.run_report(self.guest(leaks="unreferenced object 0xffff888"))
+        self.assertEqual(rc, 1)
+
+    def test_failed_selftest_fails(self):
+        rc, out = self.run_report(self.guest(tap="1..1\nnot ok 1 adds\n", rc="1"))
+        self.assertEqual(rc, 1)
+        self.assertIn("not ok", out)
+
+    def test_script_crash_without_tap_fails(self):
+        rc, _ = self.run_report(self.guest(tap="TAP version 13\n1..3\n", rc="2"))
+        self.assertEqual(rc, 1)
+
+    def test_skipped_script_is_a_skip(self):
+        rc, out = self.run_report(self.guest(tap="1..0 # SKIP no rxe\n", rc="4"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("1 skipped", out)
+
+    def test_missing_kunit_fails(self):
+        rc, _ = self.run_report(self.guest(dmesg="[ 1.0] booted\n"))
+        self.assertEqual(rc, 1)
+
+    def test_guest_that_did_not_finish_fails(self):
+        rc, _ = self.run_report(self.guest(files={"done": None}))
+        self.assertEqual(rc, 1)
+
+    def test_cargo_failure_fails(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "cargo-x.log")
+        with open(log, "w") as f:
+            f.write("test a::b ... ok\ntest a::c ... FAILED\n")
+        rc, out = self.run_report(self.guest(), cargo=[log])
+        self.assertEqual(rc, 1)
+        self.assertIn("not ok 2 cargo: cargo-x: a::c", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
