@@ -52,28 +52,24 @@ def read(path, default=""):
         return default
 
 
-def cargo(rep, path):
-    text = read(path)
-    label = os.path.basename(path).removesuffix(".log")
-    found = False
-    for m in re.finditer(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", text, re.M):
-        found = True
-        name, res = m.groups()
-        rep.point(res == "ok", f"cargo: {label}: {name}",
-                  skip="ignored" if res == "ignored" else None)
-    if not found:
-        rep.point(False, f"cargo: {label}: tests ran", diag=text.splitlines()[-15:])
+# How each userspace runner prints one result: (pattern with groups name and
+# result, the prefix of the TAP name, results that mean "skipped").
+CARGO = (r"^test (\S+) \.\.\. (ok|FAILED|ignored)", "cargo: ", ("ignored",))
+UNITTEST = (r"^(\w+) \(.*?\) \.\.\. (ok|FAIL|ERROR|skipped.*)$", "", ("skipped",))
 
 
-def unittest_log(rep, path):
+def runner_log(rep, path, style):
+    """One TAP point per result line of a userspace test runner's log, and a
+    failure if the log holds none (the runner did not build or run)."""
+    pattern, prefix, skips = style
     text = read(path)
-    label = os.path.basename(path).removesuffix(".log")
+    label = prefix + os.path.basename(path).removesuffix(".log")
     found = False
-    for m in re.finditer(r"^(\w+) \(.*?\) \.\.\. (ok|FAIL|ERROR|skipped.*)$", text, re.M):
+    for m in re.finditer(pattern, text, re.M):
         found = True
         name, res = m.groups()
-        rep.point(res == "ok", f"{label}: {name}",
-                  skip=res if res.startswith("skipped") else None)
+        skip = res if res.startswith(skips) else None
+        rep.point(res == "ok", f"{label}: {name}", skip=skip)
     if not found:
         rep.point(False, f"{label}: tests ran", diag=text.splitlines()[-15:])
 
@@ -176,9 +172,9 @@ def main():
     rep = Report()
     print("TAP version 13")
     for path in args.cargo:
-        cargo(rep, path)
+        runner_log(rep, path, CARGO)
     for path in args.unittest:
-        unittest_log(rep, path)
+        runner_log(rep, path, UNITTEST)
     if args.guest:
         guest(rep, args.guest)
     print(f"1..{rep.n}")
