@@ -12,8 +12,11 @@ bb=/bin/busybox
 $bb mount -t proc proc /proc
 $bb mount -t sysfs sysfs /sys
 $bb mount -t devtmpfs devtmpfs /dev 2>/dev/null
-$bb mkdir -p /dev/pts /dev/shm
+$bb mkdir -p /dev/pts /dev/shm /dev/.hostroot
 $bb mount -t devpts devpts /dev/pts
+# Keep a view of the host's root: the writable tmpfs below may hide the
+# checkout (a clone under /tmp, say), which is then bound back in place.
+$bb mount -o bind / /dev/.hostroot
 for d in /dev/shm /run /tmp /var/tmp /mnt; do
 	$bb mount -t tmpfs tmpfs $d 2>/dev/null
 done
@@ -30,6 +33,11 @@ for word in $cmdline; do
 	metaroce.cwd=*) cwd=${word#*=} ;;
 	esac
 done
+
+if [ -n "$cwd" ] && [ ! -d "$cwd" ]; then
+	$bb mkdir -p "$cwd"
+	$bb mount -o bind "/dev/.hostroot$cwd" "$cwd"
+fi
 
 # The read-write share appears at its host path, over the read-only root.
 if [ -n "$rwdir" ]; then
