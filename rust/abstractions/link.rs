@@ -6,7 +6,6 @@
 
 use super::{bindings, netdev::NetDevice};
 use core::{
-    marker::PhantomData,
     ptr::null_mut,
     sync::atomic::{AtomicPtr, Ordering},
 };
@@ -46,7 +45,6 @@ pub(crate) struct LinkRegistration<T: LinkOps> {
     handler: Arc<T>,
     #[pin]
     ops: Opaque<bindings::rdma_link_ops>,
-    _p: PhantomData<T>,
 }
 
 // SAFETY: `ops` is only touched by the RDMA core under its lock; `T` is `Sync`.
@@ -78,7 +76,6 @@ impl<T: LinkOps> LinkRegistration<T> {
                 }
                 Ok::<(), Error>(())
             }),
-            _p: PhantomData,
         })
     }
 

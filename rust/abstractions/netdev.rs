@@ -5,7 +5,7 @@
 //! C header: [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h)
 
 use super::bindings;
-use core::{marker::PhantomData, ptr::NonNull};
+use core::ptr::NonNull;
 use kernel::{
     error::to_result,
     ffi::{c_int, c_ulong, c_void},
@@ -159,7 +159,6 @@ pub(crate) struct NetdevNotifier<T: NetdevEvents> {
     handler: Arc<T>,
     #[pin]
     nb: Opaque<bindings::notifier_block>,
-    _p: PhantomData<T>,
 }
 
 // SAFETY: The notifier block is only touched by the notifier core under its lock;
@@ -188,7 +187,6 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
                     to_result(bindings::register_netdevice_notifier(slot))
                 }
             }),
-            _p: PhantomData,
         })
     }
 
