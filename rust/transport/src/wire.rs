@@ -1,0 +1,764 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The MetaRoCE wire format: packet headers, a strict decoder and an encoder.
+//!
+//! Every field is big-endian. The layout is documented field by field in
+//! `Documentation/wire-format.md`; this module is the one place that knows it,
+//! so that it can follow a published specification later.
+//!
+//! The decoder never panics and never trusts a length: any input either
+//! decodes to a packet whose fields are consistent, or is rejected with a
+//! [`DecodeError`] naming what is wrong.
+
+/// The wire format version this code speaks.
+pub const VERSION: u8 = 1;
+
+/// Bytes of the common header that starts every packet.
+pub const COMMON_LEN: usize = 16;
+/// Bytes of the fixed part of a data header (after the common header).
+pub const DATA_FIXED_LEN: usize = 20;
+/// Bytes of a remote address and key (RDMA Write, Read, atomics).
+pub const REMOTE_LEN: usize = 12;
+/// Bytes of immediate data.
+pub const IMM_LEN: usize = 4;
+/// Bytes of the atomic operands (swap/add value, compare value).
+pub const ATOMIC_LEN: usize = 16;
+/// Bytes of an acknowledgement after the common header.
+pub const ACK_LEN: usize = 48;
+/// Bytes of a negative acknowledgement after the common header.
+pub const NAK_LEN: usize = 12;
+/// Bits in the selective-acknowledgement bitmap of an ACK.
+pub const SACK_BITS: usize = 256;
+
+/// Packet types (low nibble of byte 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketType {
+    /// Carries (part of) a message.
+    Data = 1,
+    /// Acknowledges packets of one path.
+    Ack = 2,
+    /// Reports an error for one message.
+    Nak = 3,
+}
+
+/// Data packet flags (byte 1 of a data packet).
+pub mod flags {
+    /// The first packet of its message.
+    pub const FIRST: u8 = 1 << 0;
+    /// The last packet of its message.
+    pub const LAST: u8 = 1 << 1;
+    /// A retransmission of a packet sent before.
+    pub const RETRANSMIT: u8 = 1 << 2;
+    /// The sender asks for an immediate acknowledgement.
+    pub const ACK_REQ: u8 = 1 << 3;
+    /// Every flag this version defines.
+    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ;
+}
+
+/// Message operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    /// Send: lands in the posted receive matched by the message sequence number.
+    Send = 0,
+    /// Send with immediate data.
+    SendImm = 1,
+    /// RDMA Write to (rkey, address).
+    Write = 2,
+    /// RDMA Write with immediate data (consumes a receive at the target).
+    WriteImm = 3,
+    /// RDMA Read request: asks for `msg_len` bytes at (rkey, address).
+    ReadReq = 4,
+    /// RDMA Read response: data for the requester's message (stream, msn).
+    ReadResp = 5,
+    /// Atomic compare and swap of the 8 bytes at (rkey, address).
+    CmpSwap = 6,
+    /// Atomic fetch and add of the 8 bytes at (rkey, address).
+    FetchAdd = 7,
+}
+
+impl Opcode {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Send,
+            1 => Self::SendImm,
+            2 => Self::Write,
+            3 => Self::WriteImm,
+            4 => Self::ReadReq,
+            5 => Self::ReadResp,
+            6 => Self::CmpSwap,
+            7 => Self::FetchAdd,
+            _ => return None,
+        })
+    }
+
+    /// Whether packets of this operation carry a remote key and address.
+    pub const fn has_remote(self) -> bool {
+        matches!(
+            self,
+            Self::Write | Self::WriteImm | Self::ReadReq | Self::CmpSwap | Self::FetchAdd
+        )
+    }
+
+    /// Whether packets of this operation carry immediate data.
+    pub const fn has_imm(self) -> bool {
+        matches!(self, Self::SendImm | Self::WriteImm)
+    }
+
+    /// Whether this is an atomic operation.
+    pub const fn is_atomic(self) -> bool {
+        matches!(self, Self::CmpSwap | Self::FetchAdd)
+    }
+
+    /// Whether packets of this operation carry message bytes.
+    pub const fn has_payload(self) -> bool {
+        !matches!(self, Self::ReadReq | Self::CmpSwap | Self::FetchAdd)
+    }
+}
+
+/// The header every packet starts with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Common {
+    /// What follows.
+    pub ptype: PacketType,
+    /// Type-specific flags (see [`flags`] for data packets; 0 otherwise).
+    pub flags: u8,
+    /// The path (sender's index) the packet travels on.
+    pub path: u16,
+    /// The receiver's identifier of the connection.
+    pub conn: u32,
+    /// Data: the packet's per-path sequence number. ACK/NAK: the cumulative
+    /// acknowledgement, i.e. the first sequence number not yet received.
+    pub psn: u32,
+    /// Data: the sender's clock (microseconds, wrapping). ACK/NAK: the value
+    /// echoed from the data packet that triggered it, for RTT measurement.
+    pub timestamp: u32,
+}
+
+/// Remote memory named by a data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remote {
+    /// The remote key of the target memory region.
+    pub rkey: u32,
+    /// The virtual address of the target (for the whole message; the packet
+    /// lands at `addr + offset`).
+    pub addr: u64,
+}
+
+/// Operands of an atomic operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Atomic {
+    /// Compare-and-swap: the new value. Fetch-and-add: the addend.
+    pub swap_add: u64,
+    /// Compare-and-swap: the expected value. Fetch-and-add: 0.
+    pub compare: u64,
+}
+
+/// A data packet's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    /// The common header (`ptype` is [`PacketType::Data`]).
+    pub common: Common,
+    /// The operation.
+    pub opcode: Opcode,
+    /// The stream (queue pair) on the connection.
+    pub stream: u32,
+    /// The message sequence number within the stream. For Send it is also the
+    /// receive it matches: the n-th Send of a stream uses the n-th receive.
+    pub msn: u32,
+    /// Byte offset of this packet's payload in the message.
+    pub offset: u32,
+    /// Total bytes of the message.
+    pub msg_len: u32,
+    /// Remote key and address, for operations that have them.
+    pub remote: Option<Remote>,
+    /// Immediate data, for operations that have it.
+    pub imm: Option<u32>,
+    /// Operands, for atomics.
+    pub atomic: Option<Atomic>,
+}
+
+impl DataHeader {
+    /// Encoded length of this header, common header included.
+    pub fn len(&self) -> usize {
+        COMMON_LEN
+            + DATA_FIXED_LEN
+            + if self.remote.is_some() { REMOTE_LEN } else { 0 }
+            + if self.imm.is_some() { IMM_LEN } else { 0 }
+            + if self.atomic.is_some() { ATOMIC_LEN } else { 0 }
+    }
+}
+
+/// An acknowledgement for one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckHeader {
+    /// The common header: `psn` is the first sequence number of the path not
+    /// yet received (everything before it was).
+    pub common: Common,
+    /// Selective acknowledgement: bit `i` (bit `i % 8` of byte `i / 8`) set
+    /// means sequence number `psn + 1 + i` was received.
+    pub sack: [u8; SACK_BITS / 8],
+    /// Data packets of this path received with ECN CE since the previous ACK.
+    pub ecn_ce: u16,
+    /// The receiver's fair share for this sender, in Mbit/s (0: no hint).
+    pub rate_hint_mbps: u32,
+    /// Progress of one stream: every message of `stream` below `msn` is
+    /// delivered and may be completed.
+    pub stream: u32,
+    /// See `stream`.
+    pub stream_msn: u32,
+}
+
+impl AckHeader {
+    /// Whether the SACK bitmap records `psn` as received (false outside it).
+    pub fn sacked(&self, psn: u32) -> bool {
+        let i = psn.wrapping_sub(self.common.psn).wrapping_sub(1) as usize;
+        i < SACK_BITS && self.sack[i / 8] & (1 << (i % 8)) != 0
+    }
+}
+
+/// Why a message failed at the receiver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NakCode {
+    /// Key, address, length or access rights do not allow the access.
+    RemoteAccess = 1,
+    /// The request is malformed or not allowed in the stream's state.
+    InvalidRequest = 2,
+    /// No receive was posted for a Send (the sender may retry later).
+    ReceiverNotReady = 3,
+    /// The receiver failed the operation for a reason of its own.
+    RemoteOperation = 4,
+}
+
+/// A negative acknowledgement for one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NakHeader {
+    /// The common header (as for an ACK).
+    pub common: Common,
+    /// What went wrong.
+    pub code: NakCode,
+    /// The stream of the failed message.
+    pub stream: u32,
+    /// The failed message.
+    pub msn: u32,
+}
+
+/// A decoded packet; data packets borrow their payload from the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packet<'a> {
+    /// A data packet and its payload.
+    Data(DataHeader, &'a [u8]),
+    /// An acknowledgement.
+    Ack(AckHeader),
+    /// A negative acknowledgement.
+    Nak(NakHeader),
+}
+
+/// Why a datagram is not a valid MetaRoCE packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Shorter than its headers say.
+    Truncated,
+    /// A version this code does not speak.
+    Version(u8),
+    /// An unknown packet type.
+    PacketType(u8),
+    /// An unknown opcode.
+    Opcode(u8),
+    /// An unknown NAK code.
+    NakCode(u8),
+    /// Flags this version does not define, or flags on a packet without any.
+    Flags(u8),
+    /// A reserved field is not zero.
+    Reserved,
+    /// The payload length field does not match the datagram.
+    PayloadLength,
+    /// The payload does not fit in the message (`offset + len > msg_len`), or
+    /// an operation that carries no payload has one, or an atomic's message
+    /// length is not 8.
+    Bounds,
+}
+
+/// Why a header cannot be encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The output buffer is too small.
+    BufferTooSmall,
+    /// The header is inconsistent (optional parts missing or present against
+    /// the opcode, payload out of the message bounds, unknown flags).
+    Invalid,
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let end = self.pos.checked_add(N).ok_or(DecodeError::Truncated)?;
+        let bytes = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.take()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.take()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.take()?))
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or(&[])
+    }
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        // Callers check the total length first; `encode_*` never writes past it.
+        if let Some(dst) = self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        self.pos += bytes.len();
+    }
+}
+
+/// Decodes one datagram (the UDP payload).
+pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    let mut r = Reader { buf, pos: 0 };
+    let b0 = r.u8()?;
+    if b0 >> 4 != VERSION {
+        return Err(DecodeError::Version(b0 >> 4));
+    }
+    let ptype = match b0 & 0x0f {
+        1 => PacketType::Data,
+        2 => PacketType::Ack,
+        3 => PacketType::Nak,
+        t => return Err(DecodeError::PacketType(t)),
+    };
+    let flags = r.u8()?;
+    let common = Common {
+        ptype,
+        flags,
+        path: r.u16()?,
+        conn: r.u32()?,
+        psn: r.u32()?,
+        timestamp: r.u32()?,
+    };
+    match ptype {
+        PacketType::Data => decode_data(common, r),
+        PacketType::Ack => decode_ack(common, r),
+        PacketType::Nak => decode_nak(common, r),
+    }
+}
+
+fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
+    if common.flags & !flags::ALL != 0 {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    let op = r.u8()?;
+    let opcode = Opcode::from_u8(op).ok_or(DecodeError::Opcode(op))?;
+    if r.u8()? != 0 {
+        return Err(DecodeError::Reserved);
+    }
+    let payload_len = r.u16()?;
+    let stream = r.u32()?;
+    let msn = r.u32()?;
+    let offset = r.u32()?;
+    let msg_len = r.u32()?;
+    let remote = if opcode.has_remote() {
+        Some(Remote {
+            rkey: r.u32()?,
+            addr: r.u64()?,
+        })
+    } else {
+        None
+    };
+    let imm = if opcode.has_imm() {
+        Some(r.u32()?)
+    } else {
+        None
+    };
+    let atomic = if opcode.is_atomic() {
+        Some(Atomic {
+            swap_add: r.u64()?,
+            compare: r.u64()?,
+        })
+    } else {
+        None
+    };
+    let payload = r.rest();
+    if payload.len() != usize::from(payload_len) {
+        return Err(if payload.len() < usize::from(payload_len) {
+            DecodeError::Truncated
+        } else {
+            DecodeError::PayloadLength
+        });
+    }
+    let hdr = DataHeader {
+        common,
+        opcode,
+        stream,
+        msn,
+        offset,
+        msg_len,
+        remote,
+        imm,
+        atomic,
+    };
+    if !bounds_ok(&hdr, payload_len) {
+        return Err(DecodeError::Bounds);
+    }
+    Ok(Packet::Data(hdr, payload))
+}
+
+/// Payload within the message; no payload where the operation has none;
+/// atomics work on exactly 8 bytes.
+fn bounds_ok(hdr: &DataHeader, payload_len: u16) -> bool {
+    let end = u64::from(hdr.offset) + u64::from(payload_len);
+    if end > u64::from(hdr.msg_len) {
+        return false;
+    }
+    if !hdr.opcode.has_payload() && (payload_len != 0 || hdr.offset != 0) {
+        return false;
+    }
+    !hdr.opcode.is_atomic() || hdr.msg_len == 8
+}
+
+fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
+    if common.flags != 0 {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    let sack = r.take::<{ SACK_BITS / 8 }>()?;
+    let ecn_ce = r.u16()?;
+    if r.u16()? != 0 {
+        return Err(DecodeError::Reserved);
+    }
+    let ack = AckHeader {
+        common,
+        sack,
+        ecn_ce,
+        rate_hint_mbps: r.u32()?,
+        stream: r.u32()?,
+        stream_msn: r.u32()?,
+    };
+    if !r.rest().is_empty() {
+        return Err(DecodeError::PayloadLength);
+    }
+    Ok(Packet::Ack(ack))
+}
+
+fn decode_nak(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
+    if common.flags != 0 {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    let c = r.u8()?;
+    let code = match c {
+        1 => NakCode::RemoteAccess,
+        2 => NakCode::InvalidRequest,
+        3 => NakCode::ReceiverNotReady,
+        4 => NakCode::RemoteOperation,
+        _ => return Err(DecodeError::NakCode(c)),
+    };
+    if r.take::<3>()? != [0; 3] {
+        return Err(DecodeError::Reserved);
+    }
+    let nak = NakHeader {
+        common,
+        code,
+        stream: r.u32()?,
+        msn: r.u32()?,
+    };
+    if !r.rest().is_empty() {
+        return Err(DecodeError::PayloadLength);
+    }
+    Ok(Packet::Nak(nak))
+}
+
+fn put_common(w: &mut Writer<'_>, c: &Common) {
+    w.put(&[(VERSION << 4) | c.ptype as u8, c.flags]);
+    w.put(&c.path.to_be_bytes());
+    w.put(&c.conn.to_be_bytes());
+    w.put(&c.psn.to_be_bytes());
+    w.put(&c.timestamp.to_be_bytes());
+}
+
+/// Encodes a data header for a payload of `payload_len` bytes into `out`;
+/// the payload goes right after the returned number of bytes.
+pub fn encode_data(
+    hdr: &DataHeader,
+    payload_len: u16,
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let op = hdr.opcode;
+    let consistent = hdr.common.ptype == PacketType::Data
+        && hdr.common.flags & !flags::ALL == 0
+        && hdr.remote.is_some() == op.has_remote()
+        && hdr.imm.is_some() == op.has_imm()
+        && hdr.atomic.is_some() == op.is_atomic()
+        && bounds_ok(hdr, payload_len);
+    if !consistent {
+        return Err(EncodeError::Invalid);
+    }
+    let len = hdr.len();
+    if out.len() < len {
+        return Err(EncodeError::BufferTooSmall);
+    }
+    let mut w = Writer { buf: out, pos: 0 };
+    put_common(&mut w, &hdr.common);
+    w.put(&[op as u8, 0]);
+    w.put(&payload_len.to_be_bytes());
+    for v in [hdr.stream, hdr.msn, hdr.offset, hdr.msg_len] {
+        w.put(&v.to_be_bytes());
+    }
+    if let Some(rem) = hdr.remote {
+        w.put(&rem.rkey.to_be_bytes());
+        w.put(&rem.addr.to_be_bytes());
+    }
+    if let Some(imm) = hdr.imm {
+        w.put(&imm.to_be_bytes());
+    }
+    if let Some(a) = hdr.atomic {
+        w.put(&a.swap_add.to_be_bytes());
+        w.put(&a.compare.to_be_bytes());
+    }
+    Ok(w.pos)
+}
+
+/// Encodes an acknowledgement into `out`; returns its length.
+pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
+    if ack.common.ptype != PacketType::Ack || ack.common.flags != 0 {
+        return Err(EncodeError::Invalid);
+    }
+    if out.len() < COMMON_LEN + ACK_LEN {
+        return Err(EncodeError::BufferTooSmall);
+    }
+    let mut w = Writer { buf: out, pos: 0 };
+    put_common(&mut w, &ack.common);
+    w.put(&ack.sack);
+    w.put(&ack.ecn_ce.to_be_bytes());
+    w.put(&[0, 0]);
+    for v in [ack.rate_hint_mbps, ack.stream, ack.stream_msn] {
+        w.put(&v.to_be_bytes());
+    }
+    Ok(w.pos)
+}
+
+/// Encodes a negative acknowledgement into `out`; returns its length.
+pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
+    if nak.common.ptype != PacketType::Nak || nak.common.flags != 0 {
+        return Err(EncodeError::Invalid);
+    }
+    if out.len() < COMMON_LEN + NAK_LEN {
+        return Err(EncodeError::BufferTooSmall);
+    }
+    let mut w = Writer { buf: out, pos: 0 };
+    put_common(&mut w, &nak.common);
+    w.put(&[nak.code as u8, 0, 0, 0]);
+    w.put(&nak.stream.to_be_bytes());
+    w.put(&nak.msn.to_be_bytes());
+    Ok(w.pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framing::TRANSPORT_HEADER_MAX;
+
+    fn common(ptype: PacketType, flags: u8) -> Common {
+        Common {
+            ptype,
+            flags,
+            path: 3,
+            conn: 0xdead_beef,
+            psn: 1000,
+            timestamp: 77,
+        }
+    }
+
+    fn write_hdr() -> DataHeader {
+        DataHeader {
+            common: common(PacketType::Data, flags::FIRST),
+            opcode: Opcode::WriteImm,
+            stream: 9,
+            msn: 4,
+            offset: 0,
+            msg_len: 4096,
+            remote: Some(Remote {
+                rkey: 0x1234,
+                addr: 0x7f00_0000_1000,
+            }),
+            imm: Some(0xcafe),
+            atomic: None,
+        }
+    }
+
+    #[test]
+    fn data_round_trip_with_payload() {
+        let hdr = write_hdr();
+        let mut buf = [0u8; 128];
+        let n = encode_data(&hdr, 10, &mut buf).unwrap();
+        assert_eq!(n, COMMON_LEN + DATA_FIXED_LEN + REMOTE_LEN + IMM_LEN);
+        buf[n..n + 10].copy_from_slice(b"0123456789");
+        assert_eq!(decode(&buf[..n + 10]), Ok(Packet::Data(hdr, b"0123456789")));
+    }
+
+    #[test]
+    fn byte_order_is_big_endian() {
+        let mut buf = [0u8; 128];
+        encode_data(&write_hdr(), 0, &mut buf).unwrap();
+        assert_eq!(buf[0], 0x11, "version 1, type data");
+        assert_eq!(&buf[4..8], &[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(&buf[8..12], &1000u32.to_be_bytes());
+    }
+
+    #[test]
+    fn widest_header_fits_the_budget() {
+        let hdr = DataHeader {
+            opcode: Opcode::CmpSwap,
+            msg_len: 8,
+            imm: None,
+            atomic: Some(Atomic {
+                swap_add: 1,
+                compare: 2,
+            }),
+            ..write_hdr()
+        };
+        assert!(hdr.len() <= TRANSPORT_HEADER_MAX as usize);
+        assert!(COMMON_LEN + ACK_LEN <= TRANSPORT_HEADER_MAX as usize);
+    }
+
+    #[test]
+    fn truncated_and_oversized_payloads_are_rejected() {
+        let mut buf = [0u8; 128];
+        let n = encode_data(&write_hdr(), 10, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n + 9]), Err(DecodeError::Truncated));
+        assert_eq!(decode(&buf[..n + 11]), Err(DecodeError::PayloadLength));
+        for cut in 0..n {
+            assert_eq!(
+                decode(&buf[..cut]),
+                Err(DecodeError::Truncated),
+                "cut {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn payload_past_the_message_is_rejected() {
+        let hdr = DataHeader {
+            offset: 4090,
+            ..write_hdr()
+        };
+        let mut buf = [0u8; 128];
+        assert_eq!(encode_data(&hdr, 10, &mut buf), Err(EncodeError::Invalid));
+        // Forge it on the wire: offset 4090 + 10 > 4096.
+        let n = encode_data(&write_hdr(), 10, &mut buf).unwrap();
+        buf[28..32].copy_from_slice(&4090u32.to_be_bytes());
+        assert_eq!(decode(&buf[..n + 10]), Err(DecodeError::Bounds));
+    }
+
+    #[test]
+    fn unknown_values_are_rejected() {
+        let mut buf = [0u8; 128];
+        let n = encode_data(&write_hdr(), 0, &mut buf).unwrap();
+        let mut bad = buf;
+        bad[0] = 0x21;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(2)));
+        bad = buf;
+        bad[0] = 0x1f;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::PacketType(15)));
+        bad = buf;
+        bad[1] = 0x80;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Flags(0x80)));
+        bad = buf;
+        bad[16] = 99;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Opcode(99)));
+        bad = buf;
+        bad[17] = 1;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Reserved));
+    }
+
+    #[test]
+    fn inconsistent_headers_do_not_encode() {
+        let mut buf = [0u8; 128];
+        let no_remote = DataHeader {
+            remote: None,
+            ..write_hdr()
+        };
+        assert_eq!(
+            encode_data(&no_remote, 0, &mut buf),
+            Err(EncodeError::Invalid)
+        );
+        let read_with_payload = DataHeader {
+            opcode: Opcode::ReadReq,
+            imm: None,
+            ..write_hdr()
+        };
+        assert_eq!(
+            encode_data(&read_with_payload, 1, &mut buf),
+            Err(EncodeError::Invalid)
+        );
+        assert_eq!(
+            encode_data(&write_hdr(), 0, &mut buf[..20]),
+            Err(EncodeError::BufferTooSmall)
+        );
+    }
+
+    #[test]
+    fn ack_round_trip_and_sack_bits() {
+        let mut sack = [0u8; SACK_BITS / 8];
+        sack[0] = 0b101; // psn + 1 and psn + 3
+        sack[31] = 0x80; // psn + 256
+        let ack = AckHeader {
+            common: common(PacketType::Ack, 0),
+            sack,
+            ecn_ce: 5,
+            rate_hint_mbps: 25_000,
+            stream: 9,
+            stream_msn: 4,
+        };
+        let mut buf = [0u8; 128];
+        let n = encode_ack(&ack, &mut buf).unwrap();
+        assert_eq!(n, COMMON_LEN + ACK_LEN);
+        let Ok(Packet::Ack(got)) = decode(&buf[..n]) else {
+            panic!("not an ack")
+        };
+        assert_eq!(got, ack);
+        assert!(got.sacked(1001) && !got.sacked(1002) && got.sacked(1003));
+        assert!(got.sacked(1256) && !got.sacked(1257));
+        assert!(!got.sacked(1000), "the cumulative point itself is missing");
+        assert!(!got.sacked(999));
+        assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::PayloadLength));
+    }
+
+    #[test]
+    fn nak_round_trip() {
+        let nak = NakHeader {
+            common: common(PacketType::Nak, 0),
+            code: NakCode::RemoteAccess,
+            stream: 2,
+            msn: 8,
+        };
+        let mut buf = [0u8; 64];
+        let n = encode_nak(&nak, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Nak(nak)));
+        buf[COMMON_LEN] = 0;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::NakCode(0)));
+    }
+}
