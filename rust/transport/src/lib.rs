@@ -12,4 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod framing;
+pub mod path;
+pub mod rtt;
+pub mod seq;
 pub mod wire;

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One path of a connection: its own packet sequence, a window of at most 256
+//! packets in flight (so the ACK's 256-bit SACK covers all of them), and loss
+//! detection from holes in the SACK bitmap.
+//!
+//! A hole below the highest selectively acknowledged packet of a path is a
+//! loss, not reordering: a path is one route, which delivers in order. The
+//! sender retransmits exactly that packet, with the same PSN, on the same path.
+
+use crate::seq::{before, Bits256, BITS};
+
+/// Most packets in flight on one path.
+pub const WINDOW: u32 = BITS;
+
+/// Why an acknowledgement was ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckError {
+    /// Acknowledges PSNs that were never sent: a bogus or corrupt ACK.
+    AheadOfSender,
+    /// Older than what is already acknowledged (reordered ACK): harmless.
+    Stale,
+}
+
+/// What one acknowledgement changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckOutcome {
+    /// Packets acknowledged for the first time.
+    pub newly_acked: u32,
+    /// Packets found lost by this ACK (holes), reported once each: the caller
+    /// retransmits them. Relative to `lost_base`: bit `i` is PSN `lost_base + i`.
+    pub lost: Bits256,
+    /// The PSN of bit 0 of `lost`.
+    pub lost_base: u32,
+}
+
+impl AckOutcome {
+    /// The lost PSNs, lowest first.
+    pub fn lost_psns(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..BITS)
+            .filter(|i| self.lost.get(*i))
+            .map(|i| self.lost_base.wrapping_add(i))
+    }
+}
+
+/// Sender side of a path.
+#[derive(Clone, Debug)]
+pub struct SendPath {
+    /// Next PSN to send.
+    next: u32,
+    /// Oldest PSN not yet acknowledged.
+    una: u32,
+    /// Bit `i`: PSN `una + i` was selectively acknowledged.
+    sacked: Bits256,
+    /// Bit `i`: PSN `una + i` was reported lost and not acknowledged since.
+    reported: Bits256,
+}
+
+impl SendPath {
+    /// A path whose first packet will carry `initial_psn`.
+    pub const fn new(initial_psn: u32) -> Self {
+        Self {
+            next: initial_psn,
+            una: initial_psn,
+            sacked: Bits256::EMPTY,
+            reported: Bits256::EMPTY,
+        }
+    }
+
+    /// Packets sent and not acknowledged (cumulatively).
+    pub const fn in_flight(&self) -> u32 {
+        self.next.wrapping_sub(self.una)
+    }
+
+    /// Whether the window allows one more new packet.
+    pub const fn can_send(&self) -> bool {
+        self.in_flight() < WINDOW
+    }
+
+    /// Takes the PSN for a new packet, if the window allows one.
+    pub fn send(&mut self) -> Option<u32> {
+        if !self.can_send() {
+            return None;
+        }
+        let psn = self.next;
+        self.next = psn.wrapping_add(1);
+        Some(psn)
+    }
+
+    /// Oldest unacknowledged PSN (for the tail-loss timer: retransmit it).
+    pub fn oldest_unacked(&self) -> Option<u32> {
+        (self.in_flight() > 0).then_some(self.una)
+    }
+
+    /// Whether `psn` is acknowledged (cumulatively or selectively).
+    pub fn is_acked(&self, psn: u32) -> bool {
+        if before(psn, self.una) {
+            return true;
+        }
+        self.sacked.get(psn.wrapping_sub(self.una))
+    }
+
+    /// Processes an ACK: `cum` is the first PSN the receiver lacks, `sack` bit
+    /// `i` says PSN `cum + 1 + i` arrived.
+    pub fn on_ack(&mut self, cum: u32, sack: &Bits256) -> Result<AckOutcome, AckError> {
+        if before(self.next, cum) {
+            return Err(AckError::AheadOfSender);
+        }
+        if before(cum, self.una) {
+            return Err(AckError::Stale);
+        }
+        let mut out = AckOutcome::default();
+        // Cumulative part.
+        let advance = cum.wrapping_sub(self.una);
+        for i in 0..advance.min(BITS) {
+            if !self.sacked.get(i) {
+                out.newly_acked += 1;
+            }
+        }
+        self.sacked.shift_down(advance);
+        self.reported.shift_down(advance);
+        self.una = cum;
+        // Selective part: bit i is PSN cum + 1 + i, i.e. offset i + 1 from una.
+        let sent = self.in_flight();
+        for i in 0..BITS.saturating_sub(1) {
+            let off = i + 1;
+            if off >= sent {
+                break;
+            }
+            if sack.get(i) && !self.sacked.set(off) {
+                out.newly_acked += 1;
+            }
+        }
+        // Holes below the highest SACKed packet are losses.
+        out.lost_base = self.una;
+        if let Some(top) = self.sacked.highest() {
+            for off in 0..top {
+                if !self.sacked.get(off) && !self.reported.set(off) {
+                    out.lost.set(off);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets that `psn` was reported lost, so that a later ACK can report it
+    /// again (after its retransmission was lost too, found by the timer).
+    pub fn rearm_loss(&mut self, psn: u32) {
+        let off = psn.wrapping_sub(self.una);
+        if off < BITS {
+            let mut keep = Bits256::EMPTY;
+            for i in (0..BITS).filter(|i| *i != off && self.reported.get(*i)) {
+                keep.set(i);
+            }
+            self.reported = keep;
+        }
+    }
+}
+
+/// What the receiver made of one data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// First arrival: place the data.
+    New,
+    /// Seen before (a retransmission that crossed its ACK): drop it.
+    Duplicate,
+    /// Beyond the 256-packet window: the sender never does that; drop it.
+    OutOfWindow,
+}
+
+/// Receiver side of a path.
+#[derive(Clone, Debug)]
+pub struct RecvPath {
+    /// First PSN not received.
+    cum: u32,
+    /// Bit `i`: PSN `cum + 1 + i` received.
+    above: Bits256,
+    /// CE-marked packets since the last ACK.
+    ce: u16,
+}
+
+impl RecvPath {
+    /// A path whose first packet carries `initial_psn`.
+    pub const fn new(initial_psn: u32) -> Self {
+        Self {
+            cum: initial_psn,
+            above: Bits256::EMPTY,
+            ce: 0,
+        }
+    }
+
+    /// Records packet `psn`, which carried an ECN CE mark if `ce`.
+    pub fn on_data(&mut self, psn: u32, ce: bool) -> Arrival {
+        if before(psn, self.cum) {
+            return Arrival::Duplicate;
+        }
+        let off = psn.wrapping_sub(self.cum);
+        if off >= WINDOW {
+            return Arrival::OutOfWindow;
+        }
+        if off == 0 {
+            // Fill the hole and absorb what was waiting above it.
+            let run = self.above.trailing_ones();
+            self.above.shift_down(run + 1);
+            self.cum = self.cum.wrapping_add(run + 1);
+        } else if self.above.set(off - 1) {
+            return Arrival::Duplicate;
+        }
+        if ce {
+            self.ce = self.ce.saturating_add(1);
+        }
+        Arrival::New
+    }
+
+    /// The acknowledgement to send now: (cumulative point, SACK bitmap, CE
+    /// count since the previous one). Resets the CE count.
+    pub fn take_ack(&mut self) -> (u32, Bits256, u16) {
+        let ce = core::mem::take(&mut self.ce);
+        (self.cum, self.above, ce)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_limits_sending() {
+        let mut p = SendPath::new(u32::MAX - 3);
+        for _ in 0..WINDOW {
+            assert!(p.send().is_some());
+        }
+        assert_eq!(p.send(), None);
+        assert_eq!(p.in_flight(), WINDOW);
+    }
+
+    #[test]
+    fn a_hole_is_reported_once_and_exactly() {
+        let mut s = SendPath::new(100);
+        let mut r = RecvPath::new(100);
+        let psns: [u32; 5] = core::array::from_fn(|_| s.send().unwrap());
+        for psn in psns {
+            if psn != 101 {
+                assert_eq!(r.on_data(psn, false), Arrival::New);
+            }
+        }
+        let (cum, sack, _) = r.take_ack();
+        assert_eq!(cum, 101);
+        let out = s.on_ack(cum, &sack).unwrap();
+        assert_eq!(out.newly_acked, 4);
+        assert!(out.lost_psns().eq([101]));
+        // The same ACK again reports nothing new.
+        let again = s.on_ack(cum, &sack).unwrap();
+        assert_eq!(again.newly_acked, 0);
+        assert_eq!(again.lost_psns().count(), 0);
+        // The retransmission fills the hole; everything is acknowledged.
+        assert_eq!(r.on_data(101, false), Arrival::New);
+        let (cum, sack, _) = r.take_ack();
+        assert_eq!(cum, 105);
+        let done = s.on_ack(cum, &sack).unwrap();
+        assert_eq!(done.newly_acked, 1);
+        assert_eq!(s.in_flight(), 0);
+    }
+
+    #[test]
+    fn tail_packets_are_not_declared_lost() {
+        let mut s = SendPath::new(0);
+        for _ in 0..3 {
+            s.send();
+        }
+        // Only PSN 0 arrived: 1 and 2 are in flight, not lost (no SACK above).
+        let out = s.on_ack(1, &Bits256::EMPTY).unwrap();
+        assert_eq!(out.lost_psns().count(), 0);
+        assert_eq!(s.oldest_unacked(), Some(1));
+    }
+
+    #[test]
+    fn bogus_and_stale_acks_are_refused() {
+        let mut s = SendPath::new(10);
+        s.send();
+        s.send();
+        assert_eq!(s.on_ack(13, &Bits256::EMPTY), Err(AckError::AheadOfSender));
+        assert!(s.on_ack(12, &Bits256::EMPTY).is_ok());
+        assert_eq!(s.on_ack(11, &Bits256::EMPTY), Err(AckError::Stale));
+        // A SACK bit for a PSN never sent is ignored, not counted.
+        s.send();
+        let mut sack = Bits256::EMPTY;
+        sack.set(5);
+        assert_eq!(s.on_ack(12, &sack).unwrap().newly_acked, 0);
+    }
+
+    #[test]
+    fn receiver_drops_duplicates_and_far_packets() {
+        let mut r = RecvPath::new(0);
+        assert_eq!(r.on_data(2, true), Arrival::New);
+        assert_eq!(r.on_data(2, false), Arrival::Duplicate);
+        assert_eq!(r.on_data(0, false), Arrival::New);
+        assert_eq!(r.on_data(0, false), Arrival::Duplicate);
+        assert_eq!(r.on_data(WINDOW + 1, false), Arrival::OutOfWindow);
+        let (cum, sack, ce) = r.take_ack();
+        assert_eq!((cum, ce), (1, 1));
+        assert!(sack.get(0), "PSN 2 = cum + 1 + 0");
+        assert_eq!(r.take_ack().2, 0, "the CE count resets");
+    }
+
+    #[test]
+    fn lost_retransmission_can_be_reported_again() {
+        let mut s = SendPath::new(0);
+        for _ in 0..3 {
+            s.send();
+        }
+        let mut sack = Bits256::EMPTY;
+        sack.set(1); // PSN 2 arrived, 0 and 1 missing
+        let out = s.on_ack(0, &sack).unwrap();
+        assert!(out.lost_psns().eq([0, 1]));
+        s.rearm_loss(1);
+        let out = s.on_ack(0, &sack).unwrap();
+        assert!(out.lost_psns().eq([1]));
+    }
+}
