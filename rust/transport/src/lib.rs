@@ -4,9 +4,14 @@
 //!
 //! The kernel module includes this crate's source unchanged (see
 //! `rust/metaroce.rs`); `cargo test` here runs its unit tests in user space.
-//! The wire format, paths, congestion control and streams arrive here (issue
-//! "The MetaRoCE transport core"); today it holds the framing facts the driver
-//! already depends on.
+//! Today: framing facts (`framing`), the wire codec (`wire`), wrapping
+//! sequence numbers and the 256-bit window bitmap (`seq`), per-path sequence,
+//! SACK and loss state (`path`) and the RTT/RTO estimator (`rtt`). Congestion
+//! control, connections and streams, and the event-driven state machine arrive
+//! with the issue "The MetaRoCE transport core".
+//!
+//! Modules refer to each other with `super::`, never `crate::`: inside the
+//! kernel module this crate is itself a module (`crate::transport`).
 
 #![no_std]
 #![forbid(unsafe_code)]

@@ -8,7 +8,8 @@
 //! loss, not reordering: a path is one route, which delivers in order. The
 //! sender retransmits exactly that packet, with the same PSN, on the same path.
 
-use crate::seq::{before, Bits256, BITS};
+// `super`, not `crate`: the kernel module includes this crate as a module.
+use super::seq::{before, Bits256, BITS};
 
 /// Most packets in flight on one path.
 pub const WINDOW: u32 = BITS;

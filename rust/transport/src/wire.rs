@@ -579,7 +579,7 @@ pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framing::TRANSPORT_HEADER_MAX;
+    use super::super::framing::TRANSPORT_HEADER_MAX;
 
     fn common(ptype: PacketType, flags: u8) -> Common {
         Common {
