@@ -541,16 +541,28 @@ pub fn encode_data(
     Ok(w.pos)
 }
 
-/// Encodes an acknowledgement into `out`; returns its length.
-pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    if ack.common.ptype != PacketType::Ack || ack.common.flags != 0 {
+/// Checks a control packet's (ACK, NAK) common header and the room for it and
+/// its `body_len` bytes, and writes the common header.
+fn start_control<'a>(
+    common: &Common,
+    ptype: PacketType,
+    body_len: usize,
+    out: &'a mut [u8],
+) -> Result<Writer<'a>, EncodeError> {
+    if common.ptype != ptype || common.flags != 0 {
         return Err(EncodeError::Invalid);
     }
-    if out.len() < COMMON_LEN + ACK_LEN {
+    if out.len() < COMMON_LEN + body_len {
         return Err(EncodeError::BufferTooSmall);
     }
     let mut w = Writer { buf: out, pos: 0 };
-    put_common(&mut w, &ack.common);
+    put_common(&mut w, common);
+    Ok(w)
+}
+
+/// Encodes an acknowledgement into `out`; returns its length.
+pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let mut w = start_control(&ack.common, PacketType::Ack, ACK_LEN, out)?;
     w.put(&ack.sack);
     w.put(&ack.ecn_ce.to_be_bytes());
     w.put(&[0, 0]);
@@ -562,14 +574,7 @@ pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 
 /// Encodes a negative acknowledgement into `out`; returns its length.
 pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    if nak.common.ptype != PacketType::Nak || nak.common.flags != 0 {
-        return Err(EncodeError::Invalid);
-    }
-    if out.len() < COMMON_LEN + NAK_LEN {
-        return Err(EncodeError::BufferTooSmall);
-    }
-    let mut w = Writer { buf: out, pos: 0 };
-    put_common(&mut w, &nak.common);
+    let mut w = start_control(&nak.common, PacketType::Nak, NAK_LEN, out)?;
     w.put(&[nak.code as u8, 0, 0, 0]);
     w.put(&nak.stream.to_be_bytes());
     w.put(&nak.msn.to_be_bytes());
