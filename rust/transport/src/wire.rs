@@ -583,8 +583,8 @@ pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::framing::TRANSPORT_HEADER_MAX;
+    use super::*;
 
     fn common(ptype: PacketType, flags: u8) -> Common {
         Common {
