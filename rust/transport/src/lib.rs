@@ -6,9 +6,11 @@
 //! `rust/metaroce.rs`); `cargo test` here runs its unit tests in user space.
 //! Today: framing facts (`framing`), the wire codec (`wire`), wrapping
 //! sequence numbers and the 256-bit window bitmap (`seq`), per-path sequence,
-//! SACK and loss state (`path`) and the RTT/RTO estimator (`rtt`). Congestion
-//! control, connections and streams, and the event-driven state machine arrive
-//! with the issue "The MetaRoCE transport core".
+//! SACK and loss state (`path`), the RTT/RTO estimator (`rtt`) and the
+//! congestion-control building blocks (`cc`: AIMD windows, the receiver's fair
+//! share, path choice). Connections and streams, and the event-driven state
+//! machine that ties them together, arrive with the issue "The MetaRoCE
+//! transport core".
 //!
 //! Modules refer to each other with `super::`, never `crate::`: inside the
 //! kernel module this crate is itself a module (`crate::transport`).
@@ -16,6 +18,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod cc;
 pub mod framing;
 pub mod path;
 pub mod rtt;
