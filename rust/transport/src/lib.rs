@@ -8,8 +8,9 @@
 //! sequence numbers and the 256-bit window bitmap (`seq`), per-path sequence,
 //! SACK and loss state (`path`), the RTT/RTO estimator (`rtt`) and the
 //! congestion-control building blocks (`cc`: AIMD windows, the receiver's fair
-//! share, path choice). Connections and streams, and the event-driven state
-//! machine that ties them together, arrive with the issue "The MetaRoCE
+//! share, path choice) and in-order completion of a stream's messages
+//! (`stream`). Connections, the sender side of streams and the event-driven
+//! state machine that ties them together arrive with the issue "The MetaRoCE
 //! transport core".
 //!
 //! Modules refer to each other with `super::`, never `crate::`: inside the
@@ -23,4 +24,5 @@ pub mod framing;
 pub mod path;
 pub mod rtt;
 pub mod seq;
+pub mod stream;
 pub mod wire;
