@@ -1,6 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # Shared settings for the scripts. Sourced, never run.
 
+# CI may start with a thin environment: make sure HOME (cargo, rustup, the
+# cache) is set.
+if [ -z "${HOME:-}" ]; then
+	HOME=$(getent passwd "$(id -u)" | cut -d: -f6)
+	export HOME
+fi
+
 KVER_MAJOR=${KVER_MAJOR:-7.2}
 BINDGEN_VER=${BINDGEN_VER:-0.73.2}
 LLVM_SUFFIX=${LLVM_SUFFIX:--19}
