@@ -230,6 +230,13 @@ impl<T: DeviceOps> Device<T> {
         self.ib.get()
     }
 
+    /// The node GUID, in host order (as given to [`DeviceSet::add`]).
+    pub(crate) fn node_guid(&self) -> u64 {
+        // SAFETY: The device is valid; `node_guid` is written once before
+        // registration and only read afterwards.
+        u64::from_be(unsafe { (*self.as_raw()).node_guid })
+    }
+
     /// The net device bound to `port`, if any, with a reference held.
     pub(crate) fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
         // SAFETY: The device is valid; the function returns a held reference or null.
@@ -388,6 +395,38 @@ impl<T: DeviceOps> Adapter<T> {
     }
 }
 
+/// Why [`DeviceSet::add`] did not create a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AddError {
+    /// The set already has a device on this net device.
+    NetdevBusy,
+    /// Another RDMA device already has this name.
+    NameTaken,
+    /// Anything else, as the kernel reported it.
+    Other(Error),
+}
+
+impl From<AddError> for Error {
+    fn from(e: AddError) -> Self {
+        match e {
+            AddError::NetdevBusy | AddError::NameTaken => EEXIST,
+            AddError::Other(e) => e,
+        }
+    }
+}
+
+impl From<Error> for AddError {
+    fn from(e: Error) -> Self {
+        Self::Other(e)
+    }
+}
+
+impl From<kernel::alloc::AllocError> for AddError {
+    fn from(_: kernel::alloc::AllocError) -> Self {
+        Self::Other(ENOMEM)
+    }
+}
+
 struct Entry {
     ib: *mut bindings::ib_device,
     /// Identity of the bound net device; compared, never dereferenced.
@@ -395,6 +434,12 @@ struct Entry {
     /// The net device went away before the device could be referenced: whoever
     /// finishes registering it must unregister it again.
     doomed: bool,
+}
+
+impl Entry {
+    fn is_on(&self, ndev: &NetDevice) -> bool {
+        self.ndev == ndev.as_raw().cast_const()
+    }
 }
 
 // SAFETY: The pointers are identities used under the set's mutex; the devices
@@ -431,19 +476,19 @@ impl<T: DeviceOps> DeviceSet<T> {
     /// Creates a device named `name` on `ndev` with node GUID `node_guid` (host
     /// order) and data `data`, and registers it.
     ///
-    /// Fails with `EEXIST` if the set already has a device on `ndev` or if another
-    /// RDMA device already has that name.
+    /// Says which clash stopped it: a device of the set already on `ndev`, or
+    /// another RDMA device with that name (both are `EEXIST` as an [`Error`]).
     pub(crate) fn add(
         &self,
         name: &CStr,
         ndev: &NetDevice,
         node_guid: u64,
         data: impl PinInit<T, Error>,
-    ) -> Result {
+    ) -> Result<(), AddError> {
         const { assert!(core::mem::align_of::<Device<T>>() <= kernel::bindings::ARCH_KMALLOC_MINALIGN) };
         let mut entries = self.entries.lock();
-        if entries.iter().any(|e| e.ndev == ndev.as_raw().cast_const()) {
-            return Err(EEXIST);
+        if entries.iter().any(|e| e.is_on(ndev)) {
+            return Err(AddError::NetdevBusy);
         }
         entries.reserve(1, GFP_KERNEL)?;
 
@@ -453,7 +498,7 @@ impl<T: DeviceOps> DeviceSet<T> {
             bindings::_ib_alloc_device(size_of::<Device<T>>(), bindings::mr_dev_net(ndev.as_raw()))
         };
         if ib.is_null() {
-            return Err(ENOMEM);
+            return Err(ENOMEM.into());
         }
         let dev = ib.cast::<Device<T>>();
         // SAFETY: `dev` is a fresh allocation of `Device<T>`'s size and alignment
@@ -461,7 +506,7 @@ impl<T: DeviceOps> DeviceSet<T> {
         if let Err(e) = unsafe { data.__pinned_init(&raw mut (*dev).data) } {
             // SAFETY: No operations are installed, so this only frees the memory.
             unsafe { bindings::ib_dealloc_device(ib) };
-            return Err(e);
+            return Err(e.into());
         }
         let ops = Adapter::<T>::ops(self.module);
         // SAFETY: The allocation is valid and not yet visible to anyone else.
@@ -489,7 +534,7 @@ impl<T: DeviceOps> DeviceSet<T> {
             drop(entries);
             // SAFETY: `ib` is unregistered and owned here.
             unsafe { bindings::ib_dealloc_device(ib) };
-            return Err(ENOMEM);
+            return Err(ENOMEM.into());
         }
         // Registration calls back into the core, which takes RTNL; the netdevice
         // notifier takes this lock under RTNL, so it must not be held here.
@@ -507,11 +552,11 @@ impl<T: DeviceOps> DeviceSet<T> {
             // SAFETY: Registration failed, so the caller still owns `ib` and must
             // free it; this calls `dealloc_driver`.
             unsafe { bindings::ib_dealloc_device(ib) };
-            // The core reports a name clash as ENFILE; users expect EEXIST.
+            // The core reports a name clash as ENFILE; it is nothing else.
             return Err(if ret == ENFILE.to_errno() {
-                EEXIST
+                AddError::NameTaken
             } else {
-                Error::from_errno(ret)
+                AddError::Other(Error::from_errno(ret))
             });
         }
 
@@ -525,20 +570,11 @@ impl<T: DeviceOps> DeviceSet<T> {
         Ok(())
     }
 
-    /// Whether the set has a device on `ndev`.
-    pub(crate) fn has_netdev(&self, ndev: &NetDevice) -> bool {
-        let ndev = ndev.as_raw().cast_const();
-        self.entries.lock().iter().any(|e| e.ndev == ndev)
-    }
-
     /// Starts the unregistration of every device bound to `ndev`. Safe to call
     /// from a netdevice notifier (it only queues work).
     pub(crate) fn unregister_by_netdev(&self, ndev: &NetDevice) {
         let mut entries = self.entries.lock();
-        for e in entries
-            .iter_mut()
-            .filter(|e| e.ndev == ndev.as_raw().cast_const())
-        {
+        for e in entries.iter_mut().filter(|e| e.is_on(ndev)) {
             // SAFETY: Listed devices are live (type invariant).
             if !unsafe { Self::unregister_queued(e.ib) } {
                 e.doomed = true;

@@ -17,15 +17,12 @@ pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 /// The one port of every MetaRoCE device.
 pub(crate) const PORT: u32 = 1;
 
-/// Per-device state.
-pub(crate) struct MrDevice {
-    /// The node GUID, kept for `query_device`'s system image GUID.
-    guid: u64,
-}
+/// Per-device state. Empty until the device has verbs objects and a data path.
+pub(crate) struct MrDevice;
 
 impl MrDevice {
-    pub(crate) fn new(guid: u64) -> impl PinInit<Self, Error> {
-        Ok::<_, Error>(Self { guid })
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        Ok::<_, Error>(Self)
     }
 }
 
@@ -92,7 +89,7 @@ impl DeviceOps for MrDevice {
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         Ok(DeviceAttr {
             fw_ver: 0,
-            sys_image_guid: dev.guid,
+            sys_image_guid: dev.node_guid(),
             vendor_id: 0,
             vendor_part_id: 0,
             hw_ver: 0,

@@ -8,6 +8,7 @@ use super::{
     Driver,
 };
 use crate::abstractions::{
+    device::AddError,
     link::LinkOps,
     netdev::{NetDevice, NetdevEvent, NetdevEvents},
 };
@@ -25,26 +26,24 @@ impl LinkOps for Driver {
             );
             return Err(EINVAL);
         };
-        if self.devices.has_netdev(ndev) {
-            pr_err!(
-                "{name_str}: not created: ifindex {} already has a MetaRoCE device\n",
-                ndev.ifindex()
-            );
-            return Err(EEXIST);
-        }
-        let guid = node_guid(mac);
-        match self.devices.add(name, ndev, guid, MrDevice::new(guid)) {
+        match self
+            .devices
+            .add(name, ndev, node_guid(mac), MrDevice::new())
+        {
             Ok(()) => {
                 pr_info!("{name_str}: created on ifindex {}\n", ndev.ifindex());
                 Ok(())
             }
             Err(e) => {
-                // `add` checks the net device again under its lock; a clash
-                // that it reports now is the name (or a concurrent request).
-                if e == EEXIST {
-                    pr_err!("{name_str}: not created: the name is taken\n");
+                match e {
+                    AddError::NetdevBusy => pr_err!(
+                        "{name_str}: not created: ifindex {} already has a MetaRoCE device\n",
+                        ndev.ifindex()
+                    ),
+                    AddError::NameTaken => pr_err!("{name_str}: not created: the name is taken\n"),
+                    AddError::Other(_) => {}
                 }
-                Err(e)
+                Err(e.into())
             }
         }
     }
