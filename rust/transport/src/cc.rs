@@ -72,6 +72,11 @@ impl Aimd {
         true
     }
 
+    /// A retransmission timeout: back to the smallest window.
+    pub fn collapse(&mut self) {
+        self.cwnd = MIN_WINDOW << SHIFT;
+    }
+
     /// Caps the window at `packets` (the receiver's hint); never below the
     /// minimum.
     pub fn cap(&mut self, packets: u32) {

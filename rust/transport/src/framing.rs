@@ -15,9 +15,9 @@ pub const IP_HEADER: u32 = 40;
 /// Bytes of UDP header.
 pub const UDP_HEADER: u32 = 8;
 
-/// Bytes reserved for the widest MetaRoCE header (data packet with RDMA
-/// address, key and per-path sequence).
-pub const TRANSPORT_HEADER_MAX: u32 = 64;
+/// Bytes reserved for the widest MetaRoCE header (a relocated atomic: common,
+/// data, remote, operands and origin parts).
+pub const TRANSPORT_HEADER_MAX: u32 = 72;
 
 /// All header bytes below the payload of one packet.
 pub const HEADER_OVERHEAD: u32 = IP_HEADER + UDP_HEADER + TRANSPORT_HEADER_MAX;
@@ -39,8 +39,8 @@ mod tests {
 
     #[test]
     fn payload_of_standard_ethernet() {
-        assert_eq!(max_payload(1500), 1500 - 112);
-        assert_eq!(HEADER_OVERHEAD, 112);
+        assert_eq!(max_payload(1500), 1500 - 120);
+        assert_eq!(HEADER_OVERHEAD, 120);
     }
 
     #[test]

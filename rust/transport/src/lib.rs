@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cc;
+pub mod conn;
 pub mod framing;
 pub mod path;
 pub mod rtt;

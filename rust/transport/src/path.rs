@@ -28,6 +28,10 @@ pub enum AckError {
 pub struct AckOutcome {
     /// Packets acknowledged for the first time.
     pub newly_acked: u32,
+    /// Which: bit `i` is PSN `acked_base + i`.
+    pub acked: Bits256,
+    /// The PSN of bit 0 of `acked` (the oldest PSN unacknowledged before).
+    pub acked_base: u32,
     /// Packets found lost by this ACK (holes), reported once each: the caller
     /// retransmits them. Relative to `lost_base`: bit `i` is PSN `lost_base + i`.
     pub lost: Bits256,
@@ -110,12 +114,16 @@ impl SendPath {
         if before(cum, self.una) {
             return Err(AckError::Stale);
         }
-        let mut out = AckOutcome::default();
+        let mut out = AckOutcome {
+            acked_base: self.una,
+            ..AckOutcome::default()
+        };
         // Cumulative part.
         let advance = cum.wrapping_sub(self.una);
         for i in 0..advance.min(BITS) {
             if !self.sacked.get(i) {
                 out.newly_acked += 1;
+                out.acked.set(i);
             }
         }
         self.sacked.shift_down(advance);
@@ -130,6 +138,7 @@ impl SendPath {
             }
             if sack.get(i) && !self.sacked.set(off) {
                 out.newly_acked += 1;
+                out.acked.set(off + advance);
             }
         }
         // Holes below the highest SACKed packet are losses.
@@ -213,6 +222,11 @@ impl RecvPath {
         Arrival::New
     }
 
+    /// Whether a packet above a missing one arrived (a hole: ACK at once).
+    pub fn has_holes(&self) -> bool {
+        !self.above.is_empty()
+    }
+
     /// The acknowledgement to send now: (cumulative point, SACK bitmap, CE
     /// count since the previous one). Resets the CE count.
     pub fn take_ack(&mut self) -> (u32, Bits256, u16) {
@@ -249,6 +263,8 @@ mod tests {
         assert_eq!(cum, 101);
         let out = s.on_ack(cum, &sack).unwrap();
         assert_eq!(out.newly_acked, 4);
+        assert_eq!(out.acked_base, 100);
+        assert!(out.acked.ones().eq([0, 2, 3, 4]));
         assert!(out.lost_psns().eq([101]));
         // The same ACK again reports nothing new.
         let again = s.on_ack(cum, &sack).unwrap();
@@ -260,6 +276,8 @@ mod tests {
         assert_eq!(cum, 105);
         let done = s.on_ack(cum, &sack).unwrap();
         assert_eq!(done.newly_acked, 1);
+        assert_eq!(done.acked_base, 101);
+        assert!(done.acked.ones().eq([0]));
         assert_eq!(s.in_flight(), 0);
     }
 

@@ -12,6 +12,9 @@ pub const INITIAL_RTO_US: u32 = 10_000;
 /// Most doublings of the RTO.
 pub const MAX_BACKOFF: u8 = 6;
 
+/// Added to the tail-loss probe timeout for the receiver's ACK decision.
+pub const PTO_SLACK_US: u32 = 10;
+
 /// The estimator of one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rtt {
@@ -67,6 +70,16 @@ impl Rtt {
         rto.min(u64::from(MAX_RTO_US)) as u32
     }
 
+    /// The tail-loss probe timeout: about two round trips, never above the
+    /// RTO. Before the first sample it is the RTO.
+    pub fn pto_us(&self) -> u32 {
+        if !self.sampled {
+            return self.rto_us();
+        }
+        let pto = 2 * u64::from(self.srtt) + 2 * u64::from(self.rttvar) + u64::from(PTO_SLACK_US);
+        pto.min(u64::from(self.rto_us())) as u32
+    }
+
     /// A retransmission timer fired: double the timeout (up to a limit).
     pub fn on_timeout(&mut self) {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
@@ -76,6 +89,17 @@ impl Rtt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_timeout_is_two_round_trips_capped_by_the_rto() {
+        let mut r = Rtt::new();
+        assert_eq!(r.pto_us(), INITIAL_RTO_US);
+        r.sample(100);
+        // srtt 100, rttvar 50: 2 * 100 + 2 * 50 + slack.
+        assert_eq!(r.pto_us(), 300 + PTO_SLACK_US);
+        r.sample(5_000);
+        assert!(r.pto_us() <= r.rto_us());
+    }
 
     #[test]
     fn first_sample_sets_srtt_and_rto() {

@@ -34,6 +34,35 @@ impl Bits256 {
         was
     }
 
+    /// Clears bit `i`; returns whether it was set. Ignores `i >= 256`.
+    pub fn clear(&mut self, i: u32) -> bool {
+        if i >= BITS {
+            return false;
+        }
+        let word = &mut self.0[(i / 64) as usize];
+        let was = *word & (1 << (i % 64)) != 0;
+        *word &= !(1 << (i % 64));
+        was
+    }
+
+    /// Whether no bit is set.
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+
+    /// Number of set bits.
+    pub fn count(&self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// The set bits, lowest first.
+    pub fn ones(&self) -> Ones {
+        Ones {
+            words: self.0,
+            word: 0,
+        }
+    }
+
     /// Moves every bit `n` places toward bit 0; bits below 0 are dropped.
     pub fn shift_down(&mut self, n: u32) {
         if n >= BITS {
@@ -99,9 +128,48 @@ impl Bits256 {
     }
 }
 
+/// Iterator over the set bits of a [`Bits256`], lowest first.
+#[derive(Clone, Debug)]
+pub struct Ones {
+    words: [u64; 4],
+    word: usize,
+}
+
+impl Iterator for Ones {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while let Some(w) = self.words.get_mut(self.word) {
+            if *w != 0 {
+                let bit = w.trailing_zeros();
+                *w &= *w - 1;
+                return Some(self.word as u32 * 64 + bit);
+            }
+            self.word += 1;
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ones_count_and_clear_agree() {
+        let mut b = Bits256::EMPTY;
+        assert!(b.is_empty());
+        for i in [0, 1, 63, 64, 130, 255] {
+            b.set(i);
+        }
+        assert!(b.ones().eq([0, 1, 63, 64, 130, 255]));
+        assert_eq!(b.count(), 6);
+        assert!(b.clear(64));
+        assert!(!b.clear(64));
+        assert!(!b.clear(256));
+        assert_eq!(b.count(), 5);
+        assert!(!b.get(64));
+    }
 
     #[test]
     fn wrapping_order() {

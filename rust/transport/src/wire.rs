@@ -23,6 +23,8 @@ pub const REMOTE_LEN: usize = 12;
 pub const IMM_LEN: usize = 4;
 /// Bytes of the atomic operands (swap/add value, compare value).
 pub const ATOMIC_LEN: usize = 16;
+/// Bytes of the origin of a relocated packet (path, reserved, PSN).
+pub const ORIGIN_LEN: usize = 8;
 /// Bytes of an acknowledgement after the common header.
 pub const ACK_LEN: usize = 48;
 /// Bytes of a negative acknowledgement after the common header.
@@ -51,8 +53,11 @@ pub mod flags {
     pub const RETRANSMIT: u8 = 1 << 2;
     /// The sender asks for an immediate acknowledgement.
     pub const ACK_REQ: u8 = 1 << 3;
+    /// The packet was first sent on another path, which failed; an origin
+    /// part names that path and PSN so the receiver can drop a late original.
+    pub const RELOCATED: u8 = 1 << 4;
     /// Every flag this version defines.
-    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ;
+    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED;
 }
 
 /// Message operations.
@@ -153,6 +158,15 @@ pub struct Atomic {
     pub compare: u64,
 }
 
+/// Where a relocated packet was first sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The path it was first sent on.
+    pub path: u16,
+    /// Its PSN on that path.
+    pub psn: u32,
+}
+
 /// A data packet's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataHeader {
@@ -175,6 +189,8 @@ pub struct DataHeader {
     pub imm: Option<u32>,
     /// Operands, for atomics.
     pub atomic: Option<Atomic>,
+    /// First path and PSN, exactly when the RELOCATED flag is set.
+    pub origin: Option<Origin>,
 }
 
 impl DataHeader {
@@ -185,6 +201,7 @@ impl DataHeader {
             + if self.remote.is_some() { REMOTE_LEN } else { 0 }
             + if self.imm.is_some() { IMM_LEN } else { 0 }
             + if self.atomic.is_some() { ATOMIC_LEN } else { 0 }
+            + if self.origin.is_some() { ORIGIN_LEN } else { 0 }
     }
 }
 
@@ -403,6 +420,18 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
     } else {
         None
     };
+    let origin = if common.flags & flags::RELOCATED != 0 {
+        let path = r.u16()?;
+        if r.u16()? != 0 {
+            return Err(DecodeError::Reserved);
+        }
+        Some(Origin {
+            path,
+            psn: r.u32()?,
+        })
+    } else {
+        None
+    };
     let payload = r.rest();
     if payload.len() != usize::from(payload_len) {
         return Err(if payload.len() < usize::from(payload_len) {
@@ -421,6 +450,7 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
         remote,
         imm,
         atomic,
+        origin,
     };
     if !bounds_ok(&hdr, payload_len) {
         return Err(DecodeError::Bounds);
@@ -512,6 +542,7 @@ pub fn encode_data(
         && hdr.remote.is_some() == op.has_remote()
         && hdr.imm.is_some() == op.has_imm()
         && hdr.atomic.is_some() == op.is_atomic()
+        && hdr.origin.is_some() == (hdr.common.flags & flags::RELOCATED != 0)
         && bounds_ok(hdr, payload_len);
     if !consistent {
         return Err(EncodeError::Invalid);
@@ -537,6 +568,11 @@ pub fn encode_data(
     if let Some(a) = hdr.atomic {
         w.put(&a.swap_add.to_be_bytes());
         w.put(&a.compare.to_be_bytes());
+    }
+    if let Some(o) = hdr.origin {
+        w.put(&o.path.to_be_bytes());
+        w.put(&[0, 0]);
+        w.put(&o.psn.to_be_bytes());
     }
     Ok(w.pos)
 }
@@ -611,6 +647,7 @@ mod tests {
             }),
             imm: Some(0xcafe),
             atomic: None,
+            origin: None,
         }
     }
 
@@ -636,6 +673,8 @@ mod tests {
     #[test]
     fn widest_header_fits_the_budget() {
         let hdr = DataHeader {
+            common: common(PacketType::Data, flags::RELOCATED),
+            origin: Some(Origin { path: 1, psn: 2 }),
             opcode: Opcode::CmpSwap,
             msg_len: 8,
             imm: None,
@@ -645,7 +684,9 @@ mod tests {
             }),
             ..write_hdr()
         };
-        assert!(hdr.len() <= TRANSPORT_HEADER_MAX as usize);
+        assert_eq!(hdr.len(), TRANSPORT_HEADER_MAX as usize);
+        let mut buf = [0u8; 128];
+        assert_eq!(encode_data(&hdr, 0, &mut buf), Ok(hdr.len()));
         assert!(COMMON_LEN + ACK_LEN <= TRANSPORT_HEADER_MAX as usize);
     }
 

@@ -4,6 +4,7 @@
 //! valid header, and whatever it accepts it would have encoded the same way
 //! (one encoding per packet, so nothing unvalidated slips through).
 
+use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::wire::*;
 use proptest::prelude::*;
 
@@ -73,6 +74,10 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
                     swap_add: r.3,
                     compare: r.4,
                 }),
+                origin: (common.flags & flags::RELOCATED != 0).then_some(Origin {
+                    path: (r.2 >> 16) as u16,
+                    psn: r.0 ^ r.2,
+                }),
             };
             (hdr, payload_len)
         })
@@ -107,7 +112,7 @@ proptest! {
 
     #[test]
     fn data_round_trips((hdr, len) in data(), fill in any::<u8>()) {
-        let mut buf = vec![0u8; 64 + usize::from(len)];
+        let mut buf = vec![0u8; TRANSPORT_HEADER_MAX as usize + usize::from(len)];
         let n = encode_data(&hdr, len, &mut buf).unwrap();
         prop_assert_eq!(n, hdr.len());
         buf.truncate(n);
@@ -121,7 +126,7 @@ proptest! {
         (hdr, len) in data(),
         flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4),
     ) {
-        let mut buf = vec![0u8; 64 + usize::from(len)];
+        let mut buf = vec![0u8; TRANSPORT_HEADER_MAX as usize + usize::from(len)];
         let n = encode_data(&hdr, len, &mut buf).unwrap();
         buf.truncate(n + usize::from(len));
         for (at, x) in flips {

@@ -1,0 +1,1189 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One connection to one peer: the sans-IO state machine that ties paths,
+//! congestion control and messages together.
+//!
+//! Inputs: [`Connection::on_datagram`] ("a datagram arrived"),
+//! [`Connection::on_timeout`] ("now is T"), [`Connection::post`] ("the
+//! application posted a message"), and the receiver's verdicts
+//! ([`Connection::reject`], [`Connection::set_progress`],
+//! [`Connection::set_rate_hint`]). Outputs: [`Connection::poll_transmit`]
+//! ("send this packet on path P from source port S, followed by these message
+//! bytes"), [`Received::Data`] ("place these bytes"), [`Connection::poll_event`]
+//! ("this message is complete") and [`Connection::next_timeout`] ("call me
+//! back at T"). Time is nanoseconds from any origin; nothing here reads a clock,
+//! allocates, uses floating point or panics on any input.
+//!
+//! Sender: a message is cut into packets of at most `max_payload` bytes; each
+//! new packet goes to the path with the most free window (per-path AIMD) while
+//! the connection's own AIMD window (capped by the receiver's rate hint) has
+//! room. A packet is lost when a packet sent after it on the same path was
+//! acknowledged (a path is one route and delivers in order), or when the
+//! path's probe timer finds it unacknowledged; it is resent at once with its
+//! PSN on its path. Two consecutive retransmission timeouts without progress
+//! mark the path failed: it moves to a new UDP source port (a new route) and
+//! its unacknowledged packets are relocated to the other paths, carrying their
+//! origin so that the receiver drops a late original. ECN CE echoes halve the
+//! path's and the connection's windows (once per window of data); losses alone
+//! do not, since on these fabrics loss is rarely congestion.
+//!
+//! Receiver: each path keeps its bitmap of received PSNs (duplicates are
+//! dropped), acknowledges every second packet or at once when asked, on a hole,
+//! on a CE mark or on a duplicate, and echoes the sender's timestamp. Placement
+//! and in-order completion per stream are the caller's (see `stream`).
+
+use super::cc::{fair_share, pick_path, window_for_rate, Aimd};
+use super::framing::HEADER_OVERHEAD;
+use super::path::{AckError, Arrival, RecvPath, SendPath, WINDOW};
+use super::rtt::Rtt;
+use super::seq::{before, Bits256};
+use super::stream::MAX_OUTSTANDING;
+use super::wire::{
+    self, flags, AckHeader, Atomic, Common, DataHeader, DecodeError, NakCode, NakHeader, Opcode,
+    Origin, Packet, PacketType, Remote,
+};
+
+/// Messages a connection holds at once (posted and not yet completed).
+pub const MAX_MESSAGES: usize = 256;
+/// Consecutive retransmission timeouts after which a path is failed.
+pub const FAIL_AFTER_TIMEOUTS: u8 = 2;
+/// The receiver acknowledges at least every this many packets of a path.
+pub const ACK_EVERY: u16 = 2;
+/// First UDP source port of paths; ports are drawn from here to 65535.
+pub const PORT_BASE: u16 = 49152;
+
+const SLOTS: usize = WINDOW as usize;
+const NAK_QUEUE: usize = 16;
+
+/// How a connection is set up; both ends agree on the initial PSNs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Our identifier of the connection: incoming packets carry it.
+    pub local_id: u32,
+    /// The peer's identifier: outgoing packets carry it.
+    pub remote_id: u32,
+    /// Paths used to send (1 ..= the connection's capacity).
+    pub paths: u16,
+    /// Most message bytes per packet.
+    pub max_payload: u16,
+    /// PSN of the first packet we send on path 0 (path `i`: plus `i << 24`).
+    pub tx_isn: u32,
+    /// PSN of the first packet the peer sends on path 0.
+    pub rx_isn: u32,
+    /// Initial window of each path, in packets.
+    pub initial_window: u32,
+    /// Seed of the source-port choice (differs per connection).
+    pub port_seed: u32,
+    /// Packets sent after a packet that may be acknowledged before it is
+    /// declared lost (0: a path never reorders).
+    pub reorder_window: u32,
+    /// Longest wait, in nanoseconds, before acknowledging a lone packet.
+    pub ack_delay_ns: u32,
+}
+
+impl Config {
+    /// A configuration with the usual defaults for the given identifiers.
+    pub const fn new(local_id: u32, remote_id: u32, paths: u16, max_payload: u16) -> Self {
+        Self {
+            local_id,
+            remote_id,
+            paths,
+            max_payload,
+            tx_isn: 0,
+            rx_isn: 0,
+            initial_window: 16,
+            port_seed: local_id ^ remote_id.rotate_left(16),
+            reorder_window: 0,
+            ack_delay_ns: 2_000,
+        }
+    }
+}
+
+/// A message the application posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The operation.
+    pub opcode: Opcode,
+    /// The stream (queue pair) it belongs to.
+    pub stream: u32,
+    /// Its sequence number in the stream (consecutive per stream).
+    pub msn: u32,
+    /// Its length in bytes (for Read: the bytes asked for; atomics: 8).
+    pub len: u32,
+    /// Remote key and address, for operations that have them.
+    pub remote: Option<Remote>,
+    /// Immediate data, for operations that have it.
+    pub imm: Option<u32>,
+    /// Operands, for atomics.
+    pub atomic: Option<Atomic>,
+}
+
+/// Why a message was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The connection holds [`MAX_MESSAGES`] messages: wait for completions.
+    Full,
+    /// The stream has [`MAX_OUTSTANDING`] messages in progress.
+    StreamBusy,
+    /// The message's parts do not match its opcode, or its length does not.
+    Invalid,
+}
+
+/// A completion, released in message order per stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The message's stream.
+    pub stream: u32,
+    /// The message.
+    pub msn: u32,
+    /// `None`: every packet arrived; otherwise the receiver's error.
+    pub error: Option<NakCode>,
+}
+
+/// Message bytes that follow a packet's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The message's stream.
+    pub stream: u32,
+    /// The message.
+    pub msn: u32,
+    /// Offset of the bytes in the message.
+    pub offset: u32,
+    /// Number of bytes.
+    pub len: u16,
+}
+
+/// A packet to send: `buf[..len]` holds its header, then come `payload`'s
+/// bytes (if any), from UDP source port `sport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// The path (for statistics).
+    pub path: u16,
+    /// The UDP source port: it selects the route.
+    pub sport: u16,
+    /// Header bytes written to the buffer.
+    pub len: usize,
+    /// Message bytes to append.
+    pub payload: Option<Segment>,
+}
+
+/// What an arriving datagram meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received<'a> {
+    /// New data: place it (or [`Connection::reject`] it) before polling.
+    Data(DataHeader, &'a [u8]),
+    /// A copy of data already received: dropped.
+    Duplicate,
+    /// An acknowledgement or negative acknowledgement, processed.
+    Control,
+}
+
+/// Why an arriving datagram was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvError {
+    /// Not a valid MetaRoCE packet.
+    Decode(DecodeError),
+    /// For another connection.
+    Connection(u32),
+    /// Names a path this connection does not have.
+    Path(u16),
+    /// A PSN outside the receive window.
+    Window,
+    /// An ACK for packets never sent.
+    Ack,
+    /// A NAK for a message that is not in progress.
+    Nak,
+}
+
+/// Counters of one connection, for telemetry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Data packets sent for the first time.
+    pub tx_data: u64,
+    /// Data packets resent on their path.
+    pub retransmits: u64,
+    /// Data packets moved to another path after their path failed.
+    pub relocations: u64,
+    /// Paths moved to a new source port.
+    pub path_moves: u64,
+    /// Probe and retransmission timer expiries.
+    pub timeouts: u64,
+    /// ACKs sent.
+    pub tx_acks: u64,
+    /// New data packets received.
+    pub rx_data: u64,
+    /// Duplicate data packets dropped.
+    pub rx_duplicates: u64,
+    /// CE-marked packets echoed to us.
+    pub ce_echoed: u64,
+    /// Datagrams dropped as malformed or not ours.
+    pub rx_errors: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum SlotState {
+    #[default]
+    Free,
+    /// In flight on this path.
+    Live,
+    /// Moved to another path; nothing to do when acknowledged here.
+    Moved,
+}
+
+/// One packet in flight, indexed by PSN modulo the window.
+#[derive(Clone, Copy, Debug, Default)]
+struct TxSlot {
+    state: SlotState,
+    /// Message slot and its generation.
+    msg: u16,
+    gen: u32,
+    offset: u32,
+    len: u16,
+    last: bool,
+    origin: Option<Origin>,
+    /// Transmission order on the path, for loss detection.
+    order: u32,
+}
+
+#[derive(Clone, Debug)]
+struct TxPath {
+    seq: SendPath,
+    slots: [TxSlot; SLOTS],
+    cc: Aimd,
+    rtt: Rtt,
+    sport: u16,
+    /// Route changes so far (feeds the port choice).
+    epoch: u32,
+    /// Sent, not acknowledged, not moved away.
+    outstanding: u32,
+    /// PSNs (modulo the window) to resend on this path / to move elsewhere.
+    resend: Bits256,
+    relocate: Bits256,
+    next_order: u32,
+    /// One past the highest transmission order acknowledged.
+    delivered: u32,
+    deadline: Option<u64>,
+    /// Timer expiries since the last progress (the first is a probe).
+    expiries: u8,
+}
+
+#[derive(Clone, Debug)]
+struct RxPath {
+    seq: RecvPath,
+    sport: u16,
+    unacked: u16,
+    due: bool,
+    /// When a lone unacknowledged packet must be acknowledged.
+    ack_at: Option<u64>,
+    echo: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum MsgState {
+    #[default]
+    Free,
+    Active,
+    /// Every packet acknowledged (or rejected); waits for older ones.
+    Done,
+    /// In the completion queue.
+    Reported,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MsgSlot {
+    state: MsgState,
+    gen: u32,
+    msg: Message,
+    packets: u32,
+    sent_packets: u32,
+    acked: u32,
+    error: Option<NakCode>,
+}
+
+const EMPTY_MSG: MsgSlot = MsgSlot {
+    state: MsgState::Free,
+    gen: 0,
+    msg: Message {
+        opcode: Opcode::Send,
+        stream: 0,
+        msn: 0,
+        len: 0,
+        remote: None,
+        imm: None,
+        atomic: None,
+    },
+    packets: 0,
+    sent_packets: 0,
+    acked: 0,
+    error: None,
+};
+
+/// One connection with room for `P` paths.
+#[derive(Clone, Debug)]
+pub struct Connection<const P: usize> {
+    cfg: Config,
+    tx: [TxPath; P],
+    rx: [RxPath; P],
+    cc: Aimd,
+    /// Packets in flight over all paths.
+    outstanding: u32,
+    /// Connection-level sequence (packets sent / acknowledged) for AIMD.
+    sent_total: u32,
+    acked_total: u32,
+    msgs: [MsgSlot; MAX_MESSAGES],
+    next_gen: u32,
+    /// The message being cut into packets.
+    cursor: Option<u16>,
+    done: [u16; MAX_MESSAGES],
+    done_head: u16,
+    done_len: u16,
+    naks: [NakHeader; NAK_QUEUE],
+    nak_len: u8,
+    rate_hint: u32,
+    progress: (u32, u32),
+    stats: Stats,
+}
+
+/// A well-mixed 32-bit hash (for source ports).
+const fn mix(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^ (x >> 16)
+}
+
+fn port_for(seed: u32, path: u16, epoch: u32) -> u16 {
+    let h = mix(seed ^ mix(u32::from(path) ^ epoch.rotate_left(20)));
+    PORT_BASE + (h % (65536 - u32::from(PORT_BASE))) as u16
+}
+
+fn us(now: u64) -> u32 {
+    (now / 1_000) as u32
+}
+
+fn packets_of(msg: &Message, max_payload: u16) -> u32 {
+    if !msg.opcode.has_payload() || msg.len == 0 {
+        return 1;
+    }
+    msg.len.div_ceil(u32::from(max_payload.max(1)))
+}
+
+impl<const P: usize> Connection<P> {
+    /// A connection set up as `cfg` says (`cfg.paths` is clamped to 1..=P).
+    pub fn new(cfg: Config) -> Self {
+        let cfg = Config {
+            paths: cfg.paths.clamp(1, P.min(usize::from(u16::MAX)) as u16),
+            max_payload: cfg.max_payload.max(1),
+            ..cfg
+        };
+        let initial = cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
+        let tx = core::array::from_fn(|i| TxPath {
+            seq: SendPath::new(cfg.tx_isn.wrapping_add((i as u32) << 24)),
+            slots: [TxSlot::default(); SLOTS],
+            cc: Aimd::new(initial, WINDOW),
+            rtt: Rtt::new(),
+            sport: port_for(cfg.port_seed, i as u16, 0),
+            epoch: 0,
+            outstanding: 0,
+            resend: Bits256::EMPTY,
+            relocate: Bits256::EMPTY,
+            next_order: 0,
+            delivered: 0,
+            deadline: None,
+            expiries: 0,
+        });
+        let rx = core::array::from_fn(|i| RxPath {
+            seq: RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24)),
+            sport: 0,
+            unacked: 0,
+            due: false,
+            ack_at: None,
+            echo: 0,
+        });
+        let paths = u32::from(cfg.paths);
+        Self {
+            cfg,
+            tx,
+            rx,
+            cc: Aimd::new(initial * paths, WINDOW * paths),
+            outstanding: 0,
+            sent_total: 0,
+            acked_total: 0,
+            msgs: [EMPTY_MSG; MAX_MESSAGES],
+            next_gen: 0,
+            cursor: None,
+            done: [0; MAX_MESSAGES],
+            done_head: 0,
+            done_len: 0,
+            naks: [NakHeader {
+                common: Common {
+                    ptype: PacketType::Nak,
+                    flags: 0,
+                    path: 0,
+                    conn: 0,
+                    psn: 0,
+                    timestamp: 0,
+                },
+                code: NakCode::RemoteOperation,
+                stream: 0,
+                msn: 0,
+            }; NAK_QUEUE],
+            nak_len: 0,
+            rate_hint: 0,
+            progress: (0, 0),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The configuration in force.
+    pub const fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters since creation.
+    pub const fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Packets in flight over all paths.
+    pub const fn outstanding(&self) -> u32 {
+        self.outstanding
+    }
+
+    /// The connection's congestion window, in packets.
+    pub const fn window(&self) -> u32 {
+        self.cc.window()
+    }
+
+    /// Per path: (source port, window in packets, packets in flight, smoothed
+    /// RTT in microseconds). For telemetry.
+    pub fn path_info(&self, path: u16) -> Option<(u16, u32, u32, u32)> {
+        let p = self.tx.get(usize::from(path))?;
+        Some((p.sport, p.cc.window(), p.outstanding, p.rtt.srtt_us()))
+    }
+
+    // ---- application side -------------------------------------------------
+
+    /// Queues a message for sending.
+    pub fn post(&mut self, msg: Message) -> Result<(), PostError> {
+        let op = msg.opcode;
+        let valid = msg.remote.is_some() == op.has_remote()
+            && msg.imm.is_some() == op.has_imm()
+            && msg.atomic.is_some() == op.is_atomic()
+            && (!op.is_atomic() || msg.len == 8);
+        if !valid {
+            return Err(PostError::Invalid);
+        }
+        let mut free = None;
+        let mut in_stream = 0;
+        for (i, m) in self.msgs.iter().enumerate() {
+            if m.state == MsgState::Free {
+                free = free.or(Some(i));
+            } else if m.msg.stream == msg.stream {
+                in_stream += 1;
+            }
+        }
+        if in_stream >= MAX_OUTSTANDING {
+            return Err(PostError::StreamBusy);
+        }
+        let i = free.ok_or(PostError::Full)?;
+        self.msgs[i] = MsgSlot {
+            state: MsgState::Active,
+            gen: self.next_gen,
+            msg,
+            packets: packets_of(&msg, self.cfg.max_payload),
+            sent_packets: 0,
+            acked: 0,
+            error: None,
+        };
+        self.next_gen = self.next_gen.wrapping_add(1);
+        if self.cursor.is_none() {
+            self.cursor = Some(i as u16);
+        }
+        Ok(())
+    }
+
+    /// The next completion, in message order per stream.
+    pub fn poll_event(&mut self) -> Option<Completion> {
+        if self.done_len == 0 {
+            return None;
+        }
+        let i = usize::from(self.done[usize::from(self.done_head)]);
+        self.done_head = (self.done_head + 1) % MAX_MESSAGES as u16;
+        self.done_len -= 1;
+        let slot = self.msgs.get_mut(i)?;
+        let c = Completion {
+            stream: slot.msg.stream,
+            msn: slot.msg.msn,
+            error: slot.error,
+        };
+        *slot = EMPTY_MSG;
+        Some(c)
+    }
+
+    // ---- receiver verdicts ------------------------------------------------
+
+    /// Rejects a message whose packet arrived on `path`: a NAK goes out
+    /// before further acknowledgements. Returns false if the NAK queue is full.
+    pub fn reject(&mut self, path: u16, stream: u32, msn: u32, code: NakCode) -> bool {
+        let n = usize::from(self.nak_len);
+        let Some(slot) = self.naks.get_mut(n) else {
+            return false;
+        };
+        *slot = NakHeader {
+            common: Common {
+                ptype: PacketType::Nak,
+                flags: 0,
+                path,
+                conn: self.cfg.remote_id,
+                psn: 0,
+                timestamp: 0,
+            },
+            code,
+            stream,
+            msn,
+        };
+        self.nak_len += 1;
+        true
+    }
+
+    /// Every message of `stream` below `msn` is complete at the receiver; the
+    /// next ACKs report it.
+    pub fn set_progress(&mut self, stream: u32, msn: u32) {
+        self.progress = (stream, msn);
+    }
+
+    /// The fair share of our receiver for this sender, in Mbit/s, returned in
+    /// every ACK (0: no hint). See [`fair_share`].
+    pub fn set_rate_hint(&mut self, mbps: u32) {
+        self.rate_hint = mbps;
+    }
+
+    /// Sets the rate hint to an equal share of `capacity_mbps` among
+    /// `active_senders`.
+    pub fn share_capacity(&mut self, capacity_mbps: u32, active_senders: u32) {
+        self.rate_hint = fair_share(capacity_mbps, active_senders);
+    }
+
+    // ---- timers -----------------------------------------------------------
+
+    /// When [`Self::on_timeout`] must be called next.
+    pub fn next_timeout(&self) -> Option<u64> {
+        let tx = self.tx.iter().filter_map(|p| p.deadline);
+        let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
+        tx.chain(rx).min()
+    }
+
+    /// Handles the timers due at `now`.
+    pub fn on_timeout(&mut self, now: u64) {
+        for r in &mut self.rx {
+            if r.ack_at.is_some_and(|t| t <= now) {
+                r.due = true;
+            }
+        }
+        for i in 0..usize::from(self.cfg.paths) {
+            if self.tx[i].deadline.is_some_and(|d| d <= now) {
+                self.path_timeout(i, now);
+            }
+        }
+    }
+
+    fn path_timeout(&mut self, i: usize, now: u64) {
+        let p = &mut self.tx[i];
+        // The oldest packet still ours to resend on this path.
+        let mut oldest = None;
+        let una = p.seq.oldest_unacked().unwrap_or(0);
+        for k in 0..p.seq.in_flight() {
+            let psn = una.wrapping_add(k);
+            if !p.seq.is_acked(psn) && p.slots[psn as usize % SLOTS].state == SlotState::Live {
+                oldest = Some(psn);
+                break;
+            }
+        }
+        let Some(psn) = oldest else {
+            p.deadline = None;
+            p.expiries = 0;
+            return;
+        };
+        self.stats.timeouts += 1;
+        p.expiries = p.expiries.saturating_add(1);
+        if p.expiries > 1 {
+            // A retransmission timeout, not a probe.
+            p.rtt.on_timeout();
+            p.cc.collapse();
+        }
+        if !p.relocate.get(psn % WINDOW) {
+            p.resend.set(psn % WINDOW);
+        }
+        p.deadline = Some(now + u64::from(p.rtt.rto_us()) * 1_000);
+        if p.expiries > FAIL_AFTER_TIMEOUTS {
+            self.fail_path(i, now);
+        }
+    }
+
+    /// Moves path `i` to a new source port and hands its unacknowledged
+    /// packets to the other paths.
+    fn fail_path(&mut self, i: usize, now: u64) {
+        let initial = self.cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
+        let seed = self.cfg.port_seed;
+        let alone = self.cfg.paths == 1;
+        let p = &mut self.tx[i];
+        p.epoch = p.epoch.wrapping_add(1);
+        p.sport = port_for(seed, i as u16, p.epoch);
+        p.rtt = Rtt::new();
+        p.cc = Aimd::new(initial, WINDOW);
+        p.expiries = 0;
+        p.deadline = Some(now + u64::from(p.rtt.rto_us()) * 1_000);
+        let una = p.seq.oldest_unacked().unwrap_or(0);
+        for k in 0..p.seq.in_flight() {
+            let psn = una.wrapping_add(k);
+            let idx = psn % WINDOW;
+            let slot = &p.slots[idx as usize];
+            if p.seq.is_acked(psn) || slot.state != SlotState::Live {
+                continue;
+            }
+            // A packet that was already relocated once stays here (its new
+            // route is the new port); first-time packets move, if there is
+            // another path.
+            if slot.origin.is_none() && !alone {
+                p.resend.clear(idx);
+                p.relocate.set(idx);
+            } else {
+                p.resend.set(idx);
+            }
+        }
+        self.stats.path_moves += 1;
+    }
+
+    // ---- receiving --------------------------------------------------------
+
+    /// Handles a datagram that arrived from UDP source port `sport`, marked
+    /// ECN CE if `ce`.
+    pub fn on_datagram<'a>(
+        &mut self,
+        now: u64,
+        buf: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let r = self.receive(now, buf, sport, ce);
+        if r.is_err() {
+            self.stats.rx_errors += 1;
+        }
+        r
+    }
+
+    fn receive<'a>(
+        &mut self,
+        now: u64,
+        buf: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let pkt = wire::decode(buf).map_err(RecvError::Decode)?;
+        let common = match &pkt {
+            Packet::Data(h, _) => h.common,
+            Packet::Ack(a) => a.common,
+            Packet::Nak(n) => n.common,
+        };
+        if common.conn != self.cfg.local_id {
+            return Err(RecvError::Connection(common.conn));
+        }
+        let path = usize::from(common.path);
+        if path >= P {
+            return Err(RecvError::Path(common.path));
+        }
+        match pkt {
+            Packet::Data(hdr, payload) => self.on_data(now, path, hdr, payload, sport, ce),
+            Packet::Ack(ack) => self.on_ack(path, &ack, now).map(|()| Received::Control),
+            Packet::Nak(nak) => self.on_nak(&nak).map(|()| Received::Control),
+        }
+    }
+
+    fn on_data<'a>(
+        &mut self,
+        now: u64,
+        path: usize,
+        hdr: DataHeader,
+        payload: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let rx = &mut self.rx[path];
+        let arrival = rx.seq.on_data(hdr.common.psn, ce);
+        if arrival == Arrival::OutOfWindow {
+            return Err(RecvError::Window);
+        }
+        rx.sport = sport;
+        rx.echo = hdr.common.timestamp;
+        rx.unacked = rx.unacked.saturating_add(1);
+        if rx.ack_at.is_none() {
+            rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
+        }
+        rx.due |= hdr.common.flags & flags::ACK_REQ != 0
+            || rx.unacked >= ACK_EVERY
+            || ce
+            || arrival == Arrival::Duplicate
+            || rx.seq.has_holes();
+        if arrival == Arrival::Duplicate {
+            self.stats.rx_duplicates += 1;
+            return Ok(Received::Duplicate);
+        }
+        if let Some(o) = hdr.origin {
+            // The first copy went on another path: count it received there,
+            // and drop this one if the first copy made it after all.
+            let orig = self
+                .rx
+                .get_mut(usize::from(o.path))
+                .ok_or(RecvError::Path(o.path))?;
+            match orig.seq.on_data(o.psn, false) {
+                Arrival::New => orig.ack_at = Some(now),
+                Arrival::Duplicate => {
+                    self.stats.rx_duplicates += 1;
+                    return Ok(Received::Duplicate);
+                }
+                Arrival::OutOfWindow => return Err(RecvError::Window),
+            }
+        }
+        self.stats.rx_data += 1;
+        Ok(Received::Data(hdr, payload))
+    }
+
+    fn on_ack(&mut self, path: usize, ack: &AckHeader, now: u64) -> Result<(), RecvError> {
+        let sack = Bits256::from_bytes(&ack.sack);
+        let p = &mut self.tx[path];
+        let out = match p.seq.on_ack(ack.common.psn, &sack) {
+            Ok(out) => out,
+            Err(AckError::Stale) => return Ok(()),
+            Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
+        };
+        let rtt = us(now).wrapping_sub(ack.common.timestamp);
+        if rtt < 10_000_000 {
+            p.rtt.sample(rtt.max(1));
+        }
+        // Newly acknowledged packets: credit their messages.
+        let mut finished = [0u16; 8];
+        let mut n_finished = 0;
+        for i in out.acked.ones() {
+            let psn = out.acked_base.wrapping_add(i);
+            let idx = psn % WINDOW;
+            p.resend.clear(idx);
+            p.relocate.clear(idx);
+            let slot = core::mem::take(&mut p.slots[idx as usize]);
+            if slot.state != SlotState::Live {
+                continue;
+            }
+            p.outstanding = p.outstanding.saturating_sub(1);
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.acked_total = self.acked_total.wrapping_add(1);
+            if before(p.delivered, slot.order.wrapping_add(1)) {
+                p.delivered = slot.order.wrapping_add(1);
+            }
+            let Some(m) = self.msgs.get_mut(usize::from(slot.msg)) else {
+                continue;
+            };
+            if m.state == MsgState::Active && m.gen == slot.gen {
+                m.acked += 1;
+                if m.acked == m.sent_packets && m.sent_packets == m.packets {
+                    m.state = MsgState::Done;
+                    if n_finished < finished.len() {
+                        finished[n_finished] = slot.msg;
+                        n_finished += 1;
+                    }
+                }
+            }
+        }
+        // Loss: unacknowledged packets sent before one that was acknowledged.
+        let reorder = self.cfg.reorder_window;
+        let una = p.seq.oldest_unacked().unwrap_or(0);
+        for k in 0..p.seq.in_flight() {
+            let psn = una.wrapping_add(k);
+            let idx = psn % WINDOW;
+            let slot = &p.slots[idx as usize];
+            if slot.state == SlotState::Live
+                && !p.seq.is_acked(psn)
+                && before(slot.order.wrapping_add(reorder), p.delivered)
+                && !p.relocate.get(idx)
+            {
+                p.resend.set(idx);
+            }
+        }
+        // Congestion control.
+        if ack.ecn_ce > 0 {
+            self.stats.ce_echoed += u64::from(ack.ecn_ce);
+            p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight()));
+            self.cc.on_congestion(self.acked_total, self.sent_total);
+        } else if out.newly_acked > 0 {
+            p.cc.on_acked(out.newly_acked);
+            self.cc.on_acked(out.newly_acked);
+        }
+        if ack.rate_hint_mbps > 0 {
+            let rtt = p.rtt.srtt_us().max(1);
+            let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
+            self.cc.cap(window_for_rate(ack.rate_hint_mbps, rtt, bytes));
+        }
+        // Timer: progress restarts it.
+        if out.newly_acked > 0 {
+            p.expiries = 0;
+            p.deadline = (p.outstanding > 0).then(|| now + u64::from(p.rtt.pto_us()) * 1_000);
+        }
+        for m in finished.into_iter().take(n_finished) {
+            self.release(m);
+        }
+        if n_finished == finished.len() {
+            // More finished than tracked above: sweep every stream.
+            self.release_all();
+        }
+        Ok(())
+    }
+
+    fn on_nak(&mut self, nak: &NakHeader) -> Result<(), RecvError> {
+        let i = self
+            .msgs
+            .iter()
+            .position(|m| {
+                matches!(m.state, MsgState::Active | MsgState::Done)
+                    && m.msg.stream == nak.stream
+                    && m.msg.msn == nak.msn
+            })
+            .ok_or(RecvError::Nak)?;
+        let m = &mut self.msgs[i];
+        m.error = Some(nak.code);
+        // Stop cutting it; it completes once what was sent is acknowledged.
+        m.packets = m.sent_packets;
+        if m.acked == m.sent_packets {
+            m.state = MsgState::Done;
+        }
+        if self.cursor == Some(i as u16) {
+            self.advance_cursor();
+        }
+        self.release(i as u16);
+        Ok(())
+    }
+
+    /// Reports, in order, the finished messages of the stream of message `i`
+    /// that no older message of that stream holds back.
+    fn release(&mut self, i: u16) {
+        let Some(stream) = self.msgs.get(usize::from(i)).map(|m| m.msg.stream) else {
+            return;
+        };
+        loop {
+            let oldest = self
+                .msgs
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| {
+                    m.msg.stream == stream && matches!(m.state, MsgState::Active | MsgState::Done)
+                })
+                .min_by_key(|(_, m)| m.gen.wrapping_sub(self.next_gen))
+                .map(|(j, m)| (j, m.state));
+            match oldest {
+                Some((j, MsgState::Done)) if usize::from(self.done_len) < MAX_MESSAGES => {
+                    self.msgs[j].state = MsgState::Reported;
+                    let tail =
+                        (usize::from(self.done_head) + usize::from(self.done_len)) % MAX_MESSAGES;
+                    self.done[tail] = j as u16;
+                    self.done_len += 1;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn release_all(&mut self) {
+        for i in 0..MAX_MESSAGES {
+            if self.msgs[i].state == MsgState::Done {
+                self.release(i as u16);
+            }
+        }
+    }
+
+    fn advance_cursor(&mut self) {
+        let next_gen = self.next_gen;
+        self.cursor = self
+            .msgs
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m.state == MsgState::Active && m.sent_packets < m.packets && m.error.is_none()
+            })
+            .min_by_key(|(_, m)| m.gen.wrapping_sub(next_gen))
+            .map(|(j, _)| j as u16);
+    }
+
+    // ---- sending ----------------------------------------------------------
+
+    /// The next packet to send now, its header written to `buf` (which must
+    /// hold [`super::framing::TRANSPORT_HEADER_MAX`] bytes); `None` when
+    /// nothing may be sent until an input arrives.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if self.nak_len > 0 {
+            return self.send_nak(buf);
+        }
+        for i in 0..P {
+            if self.rx[i].due {
+                return self.send_ack(i, buf);
+            }
+        }
+        for i in 0..usize::from(self.cfg.paths) {
+            if !self.tx[i].resend.is_empty() {
+                if let Some(t) = self.send_resend(i, now, buf) {
+                    return Some(t);
+                }
+            }
+        }
+        for i in 0..usize::from(self.cfg.paths) {
+            if !self.tx[i].relocate.is_empty() {
+                if let Some(t) = self.send_relocated(i, now, buf) {
+                    return Some(t);
+                }
+            }
+        }
+        self.send_new(now, buf)
+    }
+
+    fn send_nak(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let nak = self.naks[0];
+        self.naks.copy_within(1.., 0);
+        self.nak_len -= 1;
+        let path = usize::from(nak.common.path);
+        let sport = self.rx.get(path).map_or(PORT_BASE, |r| r.sport);
+        let len = wire::encode_nak(&nak, buf).ok()?;
+        Some(Transmit {
+            path: nak.common.path,
+            sport,
+            len,
+            payload: None,
+        })
+    }
+
+    fn send_ack(&mut self, i: usize, buf: &mut [u8]) -> Option<Transmit> {
+        let rx = &mut self.rx[i];
+        rx.due = false;
+        rx.unacked = 0;
+        rx.ack_at = None;
+        if rx.sport == 0 {
+            // Acknowledged only through relocated packets: any port will do.
+            rx.sport = PORT_BASE.wrapping_add(i as u16);
+        }
+        let (cum, sack, ce) = rx.seq.take_ack();
+        let ack = AckHeader {
+            common: Common {
+                ptype: PacketType::Ack,
+                flags: 0,
+                path: i as u16,
+                conn: self.cfg.remote_id,
+                psn: cum,
+                timestamp: rx.echo,
+            },
+            sack: sack.to_bytes(),
+            ecn_ce: ce,
+            rate_hint_mbps: self.rate_hint,
+            stream: self.progress.0,
+            stream_msn: self.progress.1,
+        };
+        let len = wire::encode_ack(&ack, buf).ok()?;
+        self.stats.tx_acks += 1;
+        Some(Transmit {
+            path: i as u16,
+            sport: rx.sport,
+            len,
+            payload: None,
+        })
+    }
+
+    /// Encodes the data packet of `slot` as PSN `psn` of path `path`.
+    fn encode_slot(
+        &self,
+        path: usize,
+        psn: u32,
+        slot: &TxSlot,
+        extra: u8,
+        now: u64,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let m = self.msgs.get(usize::from(slot.msg))?;
+        let mut fl = extra;
+        if slot.offset == 0 {
+            fl |= flags::FIRST;
+        }
+        if slot.last {
+            fl |= flags::LAST | flags::ACK_REQ;
+        }
+        if slot.origin.is_some() {
+            fl |= flags::RELOCATED;
+        }
+        let hdr = DataHeader {
+            common: Common {
+                ptype: PacketType::Data,
+                flags: fl,
+                path: path as u16,
+                conn: self.cfg.remote_id,
+                psn,
+                timestamp: us(now),
+            },
+            opcode: m.msg.opcode,
+            stream: m.msg.stream,
+            msn: m.msg.msn,
+            offset: slot.offset,
+            msg_len: m.msg.len,
+            remote: m.msg.remote,
+            imm: m.msg.imm,
+            atomic: m.msg.atomic,
+            origin: slot.origin,
+        };
+        let len = wire::encode_data(&hdr, slot.len, buf).ok()?;
+        Some(Transmit {
+            path: path as u16,
+            sport: self.tx[path].sport,
+            len,
+            payload: (slot.len > 0).then_some(Segment {
+                stream: m.msg.stream,
+                msn: m.msg.msn,
+                offset: slot.offset,
+                len: slot.len,
+            }),
+        })
+    }
+
+    fn send_resend(&mut self, i: usize, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let p = &mut self.tx[i];
+        let una = p.seq.oldest_unacked()?;
+        // Oldest first: walk from una.
+        let mut found = None;
+        for k in 0..p.seq.in_flight() {
+            let idx = una.wrapping_add(k) % WINDOW;
+            if p.resend.clear(idx) {
+                found = Some(una.wrapping_add(k));
+                break;
+            }
+        }
+        let Some(psn) = found else {
+            p.resend = Bits256::EMPTY;
+            return None;
+        };
+        let slot = &mut p.slots[psn as usize % SLOTS];
+        if slot.state != SlotState::Live {
+            return None;
+        }
+        slot.order = p.next_order;
+        p.next_order = p.next_order.wrapping_add(1);
+        if p.deadline.is_none() {
+            p.deadline = Some(now + u64::from(p.rtt.pto_us()) * 1_000);
+        }
+        let slot = *slot;
+        self.stats.retransmits += 1;
+        let extra = flags::RETRANSMIT | flags::ACK_REQ;
+        self.encode_slot(i, psn, &slot, extra, now, buf)
+    }
+
+    /// Free window of path `i` for new packets (0 for a suspect path).
+    fn free(&self, i: usize) -> u32 {
+        let p = &self.tx[i];
+        if p.expiries > 1 || !p.seq.can_send() {
+            return 0;
+        }
+        p.cc.window().saturating_sub(p.outstanding)
+    }
+
+    fn pick(&self, except: Option<usize>) -> Option<usize> {
+        let n = usize::from(self.cfg.paths);
+        pick_path((0..n).map(|i| {
+            let window = if Some(i) == except { 0 } else { self.free(i) };
+            (window, 0)
+        }))
+    }
+
+    fn conn_has_room(&self) -> bool {
+        self.outstanding < self.cc.window()
+    }
+
+    /// Puts `slot` on a path as a new PSN and accounts for it.
+    fn place(&mut self, path: usize, mut slot: TxSlot, now: u64) -> Option<u32> {
+        let p = &mut self.tx[path];
+        let psn = p.seq.send()?;
+        slot.state = SlotState::Live;
+        slot.order = p.next_order;
+        p.next_order = p.next_order.wrapping_add(1);
+        p.slots[psn as usize % SLOTS] = slot;
+        p.outstanding += 1;
+        if p.deadline.is_none() {
+            p.deadline = Some(now + u64::from(p.rtt.pto_us()) * 1_000);
+        }
+        self.outstanding += 1;
+        self.sent_total = self.sent_total.wrapping_add(1);
+        Some(psn)
+    }
+
+    fn send_relocated(&mut self, src: usize, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.conn_has_room() {
+            return None;
+        }
+        let target = self.pick(Some(src))?;
+        let p = &mut self.tx[src];
+        let idx = p.relocate.ones().next()?;
+        p.relocate.clear(idx);
+        let una = p.seq.oldest_unacked()?;
+        let psn = una.wrapping_add(idx.wrapping_sub(una % WINDOW) % WINDOW);
+        let old = &mut p.slots[idx as usize];
+        if old.state != SlotState::Live {
+            return None;
+        }
+        old.state = SlotState::Moved;
+        let moved = TxSlot {
+            origin: Some(Origin {
+                path: src as u16,
+                psn,
+            }),
+            ..*old
+        };
+        p.outstanding = p.outstanding.saturating_sub(1);
+        self.outstanding = self.outstanding.saturating_sub(1);
+        let new_psn = self.place(target, moved, now)?;
+        self.stats.relocations += 1;
+        self.encode_slot(target, new_psn, &moved, flags::RETRANSMIT, now, buf)
+    }
+
+    fn send_new(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let ci = usize::from(self.cursor?);
+        if !self.conn_has_room() {
+            return None;
+        }
+        let path = self.pick(None)?;
+        let mp = u32::from(self.cfg.max_payload);
+        let m = self.msgs.get_mut(ci)?;
+        if m.state != MsgState::Active || m.sent_packets >= m.packets {
+            self.advance_cursor();
+            return None;
+        }
+        let offset = m.sent_packets.saturating_mul(mp);
+        let len = if m.msg.opcode.has_payload() {
+            m.msg.len.saturating_sub(offset).min(mp) as u16
+        } else {
+            0
+        };
+        m.sent_packets += 1;
+        let last = m.sent_packets == m.packets;
+        let slot = TxSlot {
+            state: SlotState::Live,
+            msg: ci as u16,
+            gen: m.gen,
+            offset,
+            len,
+            last,
+            origin: None,
+            order: 0,
+        };
+        if last {
+            self.advance_cursor();
+        }
+        let psn = self.place(path, slot, now)?;
+        self.stats.tx_data += 1;
+        // Ask for an ACK when this path or the connection cannot send more
+        // right away, so the sender never waits on a delayed acknowledgement.
+        let more = self.cursor.is_some() && self.conn_has_room() && self.free(path) > 0;
+        let extra = if more { 0 } else { flags::ACK_REQ };
+        self.encode_slot(path, psn, &slot, extra, now, buf)
+    }
+}

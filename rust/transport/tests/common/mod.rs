@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A two-host harness for the connection state machine: a channel that loses,
+//! delays, reorders and duplicates datagrams, applications that post patterned
+//! messages, and receivers that place every byte and check it.
+
+#![allow(dead_code)]
+
+use metaroce_transport::conn::{Completion, Config, Connection, Message, PostError, Received};
+use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::stream::RecvStream;
+use metaroce_transport::wire::{Opcode, Remote};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+pub const PATHS: usize = 4;
+pub type Conn = Connection<PATHS>;
+
+/// The byte at `offset` of message `msn` of `stream`.
+pub fn pattern(stream: u32, msn: u32, offset: u32) -> u8 {
+    let x = stream
+        .wrapping_mul(0x9e37_79b9)
+        .wrapping_add(msn.wrapping_mul(0x85eb_ca6b))
+        .wrapping_add(offset.wrapping_mul(0xc2b2_ae35));
+    (x ^ (x >> 13) ^ (x >> 24)) as u8
+}
+
+/// A tiny deterministic RNG (xorshift64*).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// True with probability `permille / 1000`.
+    pub fn chance(&mut self, permille: u32) -> bool {
+        (self.next() % 1000) < u64::from(permille)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// What the channel does to datagrams.
+#[derive(Clone, Copy, Debug)]
+pub struct Channel {
+    /// Loss, per mille.
+    pub loss: u32,
+    /// Duplication, per mille.
+    pub dup: u32,
+    /// Base one-way delay, ns.
+    pub delay: u64,
+    /// Extra delay per source port class (different paths, different delays).
+    pub path_skew: u64,
+    /// Random jitter within a path (reorders a path; 0 keeps it in order).
+    pub jitter: u64,
+    /// Source ports whose datagrams are all dropped (a failed route), as
+    /// `port % 8 == blackhole` when `Some`.
+    pub blackhole: Option<u16>,
+    /// Mark CE on this share of data packets, per mille.
+    pub ce: u32,
+}
+
+impl Default for Channel {
+    fn default() -> Self {
+        Self {
+            loss: 0,
+            dup: 0,
+            delay: 5_000,
+            path_skew: 3_000,
+            jitter: 0,
+            blackhole: None,
+            ce: 0,
+        }
+    }
+}
+
+#[derive(PartialEq, Eq)]
+struct InFlight {
+    at: u64,
+    seq: u64,
+    to: usize,
+    sport: u16,
+    ce: bool,
+    bytes: Vec<u8>,
+}
+
+impl Ord for InFlight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// One side: a connection, the messages it still has to post, and what its
+/// receiver saw.
+pub struct Host {
+    pub conn: Conn,
+    /// Messages to post, in order.
+    pub todo: std::collections::VecDeque<Message>,
+    pub completions: Vec<Completion>,
+    /// Receive side: per stream, message buffers and the order tracker.
+    pub rx_streams: HashMap<u32, RecvStream>,
+    pub rx_bufs: HashMap<(u32, u32), Vec<u8>>,
+    /// Messages delivered in order, per stream.
+    pub delivered: BTreeMap<u32, Vec<u32>>,
+    pub errors: Vec<String>,
+    pub reject_stream: Option<u32>,
+}
+
+impl Host {
+    pub fn new(cfg: Config) -> Self {
+        Self {
+            conn: Conn::new(cfg),
+            todo: Default::default(),
+            completions: vec![],
+            rx_streams: HashMap::new(),
+            rx_bufs: HashMap::new(),
+            delivered: BTreeMap::new(),
+            errors: vec![],
+            reject_stream: None,
+        }
+    }
+
+    fn post_what_fits(&mut self) {
+        while let Some(m) = self.todo.front().copied() {
+            match self.conn.post(m) {
+                Ok(()) => {
+                    self.todo.pop_front();
+                }
+                Err(PostError::Full | PostError::StreamBusy) => break,
+                Err(e) => {
+                    self.errors.push(format!("post {m:?}: {e:?}"));
+                    self.todo.pop_front();
+                }
+            }
+        }
+    }
+
+    pub fn receive(&mut self, now: u64, bytes: &[u8], sport: u16, ce: bool) {
+        match self.conn.on_datagram(now, bytes, sport, ce) {
+            Ok(Received::Data(h, payload)) => {
+                if self.reject_stream == Some(h.stream) {
+                    self.conn.reject(
+                        h.common.path,
+                        h.stream,
+                        h.msn,
+                        metaroce_transport::wire::NakCode::RemoteAccess,
+                    );
+                    return;
+                }
+                let st = self
+                    .rx_streams
+                    .entry(h.stream)
+                    .or_insert_with(|| RecvStream::new(0));
+                if let Err(e) = st.on_packet(h.msn, payload.len() as u32, h.msg_len) {
+                    self.errors.push(format!(
+                        "stream {} msn {} offset {}: {e:?}",
+                        h.stream, h.msn, h.offset
+                    ));
+                    return;
+                }
+                let buf = self
+                    .rx_bufs
+                    .entry((h.stream, h.msn))
+                    .or_insert_with(|| vec![0u8; h.msg_len as usize]);
+                let at = h.offset as usize;
+                buf[at..at + payload.len()].copy_from_slice(payload);
+                while let Some(msn) = st.pop_completed() {
+                    let buf = self.rx_bufs.remove(&(h.stream, msn)).unwrap_or_default();
+                    for (i, b) in buf.iter().enumerate() {
+                        if *b != pattern(h.stream, msn, i as u32) {
+                            self.errors
+                                .push(format!("stream {} msn {msn} byte {i} differs", h.stream));
+                            break;
+                        }
+                    }
+                    self.delivered.entry(h.stream).or_default().push(msn);
+                    self.conn.set_progress(h.stream, msn.wrapping_add(1));
+                }
+            }
+            Ok(_) => {}
+            Err(e) => self.errors.push(format!("receive: {e:?}")),
+        }
+    }
+}
+
+/// Two hosts and the channel between them.
+pub struct Pair {
+    pub hosts: [Host; 2],
+    pub chan: Channel,
+    pub rng: Rng,
+    pub now: u64,
+    wire: BinaryHeap<InFlight>,
+    seq: u64,
+    last_arrival: HashMap<(usize, u16), u64>,
+    /// Datagrams put on the wire, per direction.
+    pub sent: [u64; 2],
+    pub dropped: u64,
+}
+
+pub fn config_pair(paths: u16, max_payload: u16) -> (Config, Config) {
+    let a = Config {
+        tx_isn: 0xffff_ff00,
+        rx_isn: 77,
+        ..Config::new(10, 20, paths, max_payload)
+    };
+    let b = Config {
+        tx_isn: 77,
+        rx_isn: 0xffff_ff00,
+        ..Config::new(20, 10, paths, max_payload)
+    };
+    (a, b)
+}
+
+impl Pair {
+    pub fn new(paths: u16, max_payload: u16, chan: Channel, seed: u64) -> Self {
+        let (a, b) = config_pair(paths, max_payload);
+        Self::with_configs(a, b, chan, seed)
+    }
+
+    pub fn with_configs(a: Config, b: Config, chan: Channel, seed: u64) -> Self {
+        Self {
+            hosts: [Host::new(a), Host::new(b)],
+            chan,
+            rng: Rng::new(seed),
+            now: 0,
+            wire: BinaryHeap::new(),
+            seq: 0,
+            last_arrival: HashMap::new(),
+            sent: [0; 2],
+            dropped: 0,
+        }
+    }
+
+    fn emit(&mut self, from: usize, bytes: Vec<u8>, sport: u16, is_data: bool) {
+        self.sent[from] += 1;
+        let c = self.chan;
+        if c.blackhole.is_some_and(|b| sport % 8 == b) || self.rng.chance(c.loss) {
+            self.dropped += 1;
+            return;
+        }
+        let copies = if self.rng.chance(c.dup) { 2 } else { 1 };
+        let ce = is_data && self.rng.chance(c.ce);
+        for _ in 0..copies {
+            let skew = c.path_skew * u64::from(sport % 4);
+            let jitter = if c.jitter > 0 {
+                self.rng.below(c.jitter)
+            } else {
+                0
+            };
+            let mut at = self.now + c.delay + skew + jitter;
+            if c.jitter == 0 {
+                // One route delivers in order.
+                let last = self.last_arrival.entry((from, sport)).or_insert(0);
+                at = at.max(*last);
+                *last = at;
+            }
+            self.seq += 1;
+            self.wire.push(InFlight {
+                at,
+                seq: self.seq,
+                to: 1 - from,
+                sport,
+                ce,
+                bytes: bytes.clone(),
+            });
+        }
+    }
+
+    /// Lets both hosts send everything they may send now.
+    pub fn flush(&mut self) {
+        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+        for h in 0..2 {
+            self.hosts[h].post_what_fits();
+            while let Some(t) = self.hosts[h].conn.poll_transmit(self.now, &mut hdr) {
+                let mut bytes = hdr[..t.len].to_vec();
+                if let Some(seg) = t.payload {
+                    bytes.extend(
+                        (0..u32::from(seg.len))
+                            .map(|i| pattern(seg.stream, seg.msn, seg.offset + i)),
+                    );
+                }
+                self.emit(h, bytes, t.sport, t.payload.is_some());
+            }
+            while let Some(c) = self.hosts[h].conn.poll_event() {
+                self.hosts[h].completions.push(c);
+            }
+            self.hosts[h].post_what_fits();
+        }
+    }
+
+    /// Runs until nothing is left to do or `deadline` (ns) passes; returns
+    /// whether it went idle.
+    pub fn run(&mut self, deadline: u64) -> bool {
+        loop {
+            self.flush();
+            let next_wire = self.wire.peek().map(|f| f.at);
+            let next_timer = self
+                .hosts
+                .iter()
+                .filter_map(|h| h.conn.next_timeout())
+                .min();
+            let Some(next) = [next_wire, next_timer].into_iter().flatten().min() else {
+                return true;
+            };
+            if next > deadline {
+                return false;
+            }
+            self.now = self.now.max(next);
+            while self.wire.peek().is_some_and(|f| f.at <= self.now) {
+                let Some(f) = self.wire.pop() else { break };
+                self.hosts[f.to].receive(self.now, &f.bytes, f.sport, f.ce);
+                // Receivers acknowledge as packets arrive.
+                self.flush();
+            }
+            for h in &mut self.hosts {
+                if h.conn.next_timeout().is_some_and(|t| t <= self.now) {
+                    h.conn.on_timeout(self.now);
+                }
+            }
+            if self.idle() {
+                return true;
+            }
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.wire.is_empty()
+            && self
+                .hosts
+                .iter()
+                .all(|h| h.todo.is_empty() && h.conn.outstanding() == 0)
+    }
+}
+
+/// `n` messages over `streams` streams with sizes from `sizes`, cycling
+/// through Send, Write and their immediate variants.
+pub fn workload(n: u32, streams: u32, sizes: &[u32]) -> Vec<Message> {
+    let mut next_msn = vec![0u32; streams as usize];
+    (0..n)
+        .map(|i| {
+            let stream = i % streams;
+            let msn = next_msn[stream as usize];
+            next_msn[stream as usize] += 1;
+            let len = sizes[i as usize % sizes.len()];
+            let opcode = [
+                Opcode::Send,
+                Opcode::Write,
+                Opcode::SendImm,
+                Opcode::WriteImm,
+            ][i as usize % 4];
+            Message {
+                opcode,
+                stream,
+                msn,
+                len,
+                remote: opcode.has_remote().then_some(Remote {
+                    rkey: 5,
+                    addr: 0x1000,
+                }),
+                imm: opcode.has_imm().then_some(i),
+                atomic: None,
+            }
+        })
+        .collect()
+}
+
+/// Checks that host `to` received every message of `msgs` exactly once, in
+/// order per stream with identical bytes, and that host `from` completed each
+/// once, in order, without error. Returns the list of problems.
+pub fn check_delivery(p: &Pair, from: usize, to: usize, msgs: &[Message]) -> Vec<String> {
+    let mut problems = p.hosts[to].errors.clone();
+    problems.extend(p.hosts[from].errors.iter().cloned());
+    let mut want: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for m in msgs {
+        want.entry(m.stream).or_default().push(m.msn);
+    }
+    if p.hosts[to].delivered != want {
+        problems.push(format!(
+            "delivered {:?} want {:?}",
+            summarize(&p.hosts[to].delivered),
+            summarize(&want)
+        ));
+    }
+    let mut done: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for c in &p.hosts[from].completions {
+        if c.error.is_some() {
+            problems.push(format!("completion with error {c:?}"));
+        }
+        done.entry(c.stream).or_default().push(c.msn);
+    }
+    if done != want {
+        problems.push(format!(
+            "completed {:?} want {:?}",
+            summarize(&done),
+            summarize(&want)
+        ));
+    }
+    problems
+}
+
+fn summarize(m: &BTreeMap<u32, Vec<u32>>) -> Vec<(u32, usize, Option<u32>)> {
+    m.iter()
+        .map(|(s, v)| (*s, v.len(), v.last().copied()))
+        .collect()
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The connection state machine end to end, over a simulated channel.
+
+mod common;
+
+use common::*;
+use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError};
+use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
+use proptest::prelude::*;
+
+const SECOND: u64 = 1_000_000_000;
+
+fn run_one_way(chan: Channel, paths: u16, msgs: &[Message], seed: u64) -> Pair {
+    let mut p = Pair::new(paths, 1024, chan, seed);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(p.run(60 * SECOND), "did not finish");
+    p
+}
+
+#[test]
+fn lossless_delivery_over_four_paths() {
+    let msgs = workload(40, 3, &[0, 1, 1000, 1024, 1025, 9000, 65536]);
+    let p = run_one_way(Channel::default(), 4, &msgs, 1);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    let s = p.hosts[0].conn.stats();
+    assert_eq!(s.retransmits, 0, "{s:?}");
+    assert_eq!(p.hosts[1].conn.stats().rx_duplicates, 0);
+    // Packets were spread over every path.
+    let used = (0..4)
+        .filter(|i| p.hosts[0].conn.path_info(*i).is_some_and(|x| x.3 > 0))
+        .count();
+    assert_eq!(used, 4, "every path carried traffic and has an RTT");
+}
+
+#[test]
+fn one_lost_packet_is_resent_exactly_once_on_its_path() {
+    // Two messages of 8 packets each; drop exactly the 5th datagram A sends.
+    let msgs = workload(2, 1, &[8 * 1024]);
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    // Send everything, drop one data packet by hand.
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    p.hosts[0].todo.clear();
+    let mut out = vec![];
+    while let Some(t) = p.hosts[0].conn.poll_transmit(0, &mut hdr) {
+        let mut b = hdr[..t.len].to_vec();
+        let seg = t.payload.unwrap();
+        b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
+        out.push((b, t.sport));
+    }
+    assert_eq!(out.len(), 16, "initial window 16 sends both messages");
+    let lost = out.remove(4);
+    let lost_psn = match wire::decode(&lost.0).unwrap() {
+        Packet::Data(h, _) => h.common.psn,
+        _ => unreachable!(),
+    };
+    for (b, sport) in &out {
+        p.hosts[1].receive(1000, b, *sport, false);
+    }
+    // B acknowledges; A sees the hole and resends exactly that PSN.
+    let mut acks = vec![];
+    while let Some(t) = p.hosts[1].conn.poll_transmit(1000, &mut hdr) {
+        acks.push((hdr[..t.len].to_vec(), t.sport));
+    }
+    assert!(!acks.is_empty());
+    for (b, sport) in &acks {
+        assert!(matches!(
+            p.hosts[0].conn.on_datagram(2000, b, *sport, false),
+            Ok(Received::Control)
+        ));
+    }
+    let t = p.hosts[0].conn.poll_transmit(2000, &mut hdr).unwrap();
+    let mut b = hdr[..t.len].to_vec();
+    b.resize(t.len + usize::from(t.payload.unwrap().len), 0);
+    match wire::decode(&b).unwrap() {
+        Packet::Data(h, _) => {
+            assert_eq!(h.common.psn, lost_psn);
+            assert_ne!(h.common.flags & wire::flags::RETRANSMIT, 0);
+        }
+        other => panic!("expected the retransmission, got {other:?}"),
+    }
+    assert!(p.hosts[0].conn.poll_transmit(2000, &mut hdr).is_none());
+    assert_eq!(p.hosts[0].conn.stats().retransmits, 1);
+}
+
+#[test]
+fn tail_loss_is_recovered_by_the_probe_timer() {
+    let msgs = workload(1, 1, &[1024]);
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    p.hosts[0].conn.post(msgs[0]).unwrap();
+    // The only packet is lost.
+    assert!(p.hosts[0].conn.poll_transmit(0, &mut hdr).is_some());
+    let t = p.hosts[0].conn.next_timeout().expect("probe timer armed");
+    assert!(p.hosts[0].conn.poll_transmit(t - 1, &mut hdr).is_none());
+    p.hosts[0].conn.on_timeout(t);
+    let r = p.hosts[0].conn.poll_transmit(t, &mut hdr).expect("probe");
+    assert!(r.payload.is_some());
+    assert_eq!(p.hosts[0].conn.stats().timeouts, 1);
+}
+
+#[test]
+fn failed_route_moves_the_path_and_relocates_its_packets() {
+    // Find which source-port class path 0 uses and black-hole it.
+    let (a, _) = config_pair(4, 1024);
+    let probe = Conn::new(a);
+    let port0 = probe.path_info(0).unwrap().0;
+    let chan = Channel {
+        blackhole: Some(port0 % 8),
+        ..Channel::default()
+    };
+    let msgs = workload(64, 2, &[4096, 16384]);
+    let p = run_one_way(chan, 4, &msgs, 3);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    let s = p.hosts[0].conn.stats();
+    assert!(s.path_moves >= 1, "{s:?}");
+    assert!(s.relocations >= 1, "{s:?}");
+    let now_port = p.hosts[0].conn.path_info(0).unwrap().0;
+    assert_ne!(now_port % 8, port0 % 8, "path 0 left the dead route");
+}
+
+#[test]
+fn ecn_marks_shrink_the_window() {
+    let msgs = workload(200, 1, &[8192]);
+    let clean = run_one_way(Channel::default(), 2, &msgs, 5);
+    let marked = run_one_way(
+        Channel {
+            ce: 300,
+            ..Channel::default()
+        },
+        2,
+        &msgs,
+        5,
+    );
+    assert_eq!(check_delivery(&marked, 0, 1, &msgs), Vec::<String>::new());
+    assert!(marked.hosts[0].conn.stats().ce_echoed > 0);
+    assert!(
+        marked.hosts[0].conn.window() < clean.hosts[0].conn.window(),
+        "marked {} clean {}",
+        marked.hosts[0].conn.window(),
+        clean.hosts[0].conn.window()
+    );
+    // Losses alone do not shrink it.
+    let lossy = run_one_way(
+        Channel {
+            loss: 20,
+            ..Channel::default()
+        },
+        2,
+        &msgs,
+        5,
+    );
+    assert_eq!(check_delivery(&lossy, 0, 1, &msgs), Vec::<String>::new());
+    assert!(lossy.hosts[0].conn.window() > marked.hosts[0].conn.window());
+}
+
+#[test]
+fn the_receivers_rate_hint_caps_the_window() {
+    let msgs = workload(300, 1, &[8192]);
+    let mut p = Pair::new(4, 1024, Channel::default(), 7);
+    // 1 Gbit/s over ~20 us of RTT is a few packets.
+    p.hosts[1].conn.set_rate_hint(1000);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(p.run(60 * SECOND));
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    assert!(
+        p.hosts[0].conn.window() <= 8,
+        "{}",
+        p.hosts[0].conn.window()
+    );
+}
+
+#[test]
+fn a_rejected_message_completes_with_the_receivers_error() {
+    let msgs = workload(6, 2, &[3000]);
+    let mut p = Pair::new(2, 1024, Channel::default(), 9);
+    p.hosts[1].reject_stream = Some(1);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(p.run(60 * SECOND));
+    let errs: Vec<_> = p.hosts[0]
+        .completions
+        .iter()
+        .filter(|c| c.error.is_some())
+        .collect();
+    assert!(!errs.is_empty());
+    assert!(errs
+        .iter()
+        .all(|c| c.stream == 1 && c.error == Some(NakCode::RemoteAccess)));
+    // Stream 0 is unaffected, in order.
+    let ok: Vec<u32> = p.hosts[0]
+        .completions
+        .iter()
+        .filter(|c| c.stream == 0)
+        .map(|c| c.msn)
+        .collect();
+    assert_eq!(ok, [0, 1, 2]);
+}
+
+#[test]
+fn posting_is_bounded_and_validated() {
+    let (a, _) = config_pair(2, 1024);
+    let mut c = Conn::new(a);
+    let bad = Message {
+        opcode: Opcode::Write,
+        stream: 0,
+        msn: 0,
+        len: 10,
+        remote: None,
+        imm: None,
+        atomic: None,
+    };
+    assert_eq!(c.post(bad), Err(PostError::Invalid));
+    let m = workload(1, 1, &[10])[0];
+    for msn in 0..64 {
+        c.post(Message { msn, ..m }).unwrap();
+    }
+    assert_eq!(c.post(Message { msn: 64, ..m }), Err(PostError::StreamBusy));
+    for s in 1..4u32 {
+        for msn in 0..64 {
+            c.post(Message {
+                stream: s,
+                msn,
+                ..m
+            })
+            .unwrap();
+        }
+    }
+    assert_eq!(c.post(Message { stream: 9, ..m }), Err(PostError::Full));
+}
+
+#[test]
+fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
+    let (a, _) = config_pair(2, 1024);
+    let mut c = Conn::new(a);
+    assert!(matches!(
+        c.on_datagram(0, &[0x11, 0], 1, false),
+        Err(RecvError::Decode(_))
+    ));
+    // A valid ACK for another connection, and one for PSNs never sent.
+    let (_, b) = config_pair(2, 1024);
+    let mut other = Conn::new(Config { remote_id: 99, ..b });
+    let mut d = Conn::new(b);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let m = workload(1, 1, &[100])[0];
+    d.post(m).unwrap();
+    other.post(m).unwrap();
+    let t = other.poll_transmit(0, &mut hdr).unwrap();
+    let mut pkt = hdr[..t.len].to_vec();
+    pkt.extend([0u8; 100]);
+    assert_eq!(
+        c.on_datagram(0, &pkt, t.sport, false),
+        Err(RecvError::Connection(99))
+    );
+    let t = d.poll_transmit(0, &mut hdr).unwrap();
+    let mut pkt = hdr[..t.len].to_vec();
+    pkt.extend((0..100).map(|i| pattern(0, 0, i)));
+    assert!(matches!(
+        c.on_datagram(0, &pkt, t.sport, false),
+        Ok(Received::Data(..))
+    ));
+    assert_eq!(
+        c.on_datagram(0, &pkt, t.sport, false),
+        Ok(Received::Duplicate)
+    );
+    let t = c.poll_transmit(0, &mut hdr).unwrap();
+    let mut ack = hdr[..t.len].to_vec();
+    // Acknowledge far ahead of what d sent.
+    ack[8..12].copy_from_slice(&1_000_000u32.to_be_bytes());
+    assert_eq!(d.on_datagram(0, &ack, t.sport, false), Err(RecvError::Ack));
+    assert_eq!(c.stats().rx_errors, 2);
+    assert_eq!(d.stats().rx_errors, 1);
+}
+
+#[test]
+fn both_directions_at_once() {
+    let msgs_a = workload(30, 2, &[5000, 100]);
+    let msgs_b = workload(30, 3, &[2048, 0, 70000]);
+    let mut p = Pair::new(
+        3,
+        1024,
+        Channel {
+            loss: 30,
+            ..Channel::default()
+        },
+        11,
+    );
+    p.hosts[0].todo.extend(msgs_a.iter().copied());
+    p.hosts[1].todo.extend(msgs_b.iter().copied());
+    assert!(p.run(60 * SECOND));
+    assert_eq!(check_delivery(&p, 0, 1, &msgs_a), Vec::<String>::new());
+    assert_eq!(check_delivery(&p, 1, 0, &msgs_b), Vec::<String>::new());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every message is delivered exactly once with identical bytes and
+    /// completed in order, whatever the channel loses, duplicates or reorders.
+    #[test]
+    fn exactly_once_in_order_over_a_hostile_channel(
+        seed in any::<u64>(),
+        loss in 0u32..250,
+        dup in 0u32..100,
+        jitter in prop_oneof![Just(0u64), 1u64..40_000],
+        blackhole in prop_oneof![3 => Just(None), 1 => (0u16..8).prop_map(Some)],
+        paths in 1u16..=4,
+        streams in 1u32..4,
+        n in 1u32..40,
+        sizes in prop::collection::vec(0u32..20_000, 1..5),
+    ) {
+        let chan = Channel { loss, dup, jitter, blackhole, ..Channel::default() };
+        let msgs = workload(n, streams, &sizes);
+        let mut p = Pair::new(paths, 1024, chan, seed);
+        p.hosts[0].todo.extend(msgs.iter().copied());
+        prop_assert!(p.run(600 * SECOND), "stalled");
+        prop_assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    }
+}
