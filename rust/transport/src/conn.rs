@@ -35,7 +35,7 @@
 use super::cc::{fair_share, pick_path, window_for_rate, Aimd};
 use super::framing::HEADER_OVERHEAD;
 use super::path::{AckError, Arrival, RecvPath, SendPath, WINDOW};
-use super::rtt::Rtt;
+use super::rtt::{Rtt, MAX_RTO_US};
 use super::seq::{before, Bits256};
 use super::stream::MAX_OUTSTANDING;
 use super::wire::{
@@ -45,14 +45,16 @@ use super::wire::{
 
 /// Messages a connection holds at once (posted and not yet completed).
 pub const MAX_MESSAGES: usize = 256;
-/// Consecutive retransmission timeouts after which a path is failed.
-pub const FAIL_AFTER_TIMEOUTS: u8 = 2;
+/// Timer expiries without progress after which a path is failed: the first
+/// sends a probe (the oldest packet again), the second moves the path.
+pub const FAIL_AFTER_EXPIRIES: u8 = 2;
 /// The receiver acknowledges at least every this many packets of a path.
 pub const ACK_EVERY: u16 = 2;
 /// First UDP source port of paths; ports are drawn from here to 65535.
 pub const PORT_BASE: u16 = 49152;
 
 const SLOTS: usize = WINDOW as usize;
+const MAX_STRIKE_SHIFT: u8 = 10;
 const NAK_QUEUE: usize = 16;
 
 /// How a connection is set up; both ends agree on the initial PSNs.
@@ -265,6 +267,18 @@ struct TxPath {
     deadline: Option<u64>,
     /// Timer expiries since the last progress (the first is a probe).
     expiries: u8,
+    /// Route changes since the last progress: each doubles the timer, so a
+    /// connection whose every route is down does not spin.
+    strikes: u8,
+}
+
+impl TxPath {
+    /// The probe timer, in nanoseconds: about two round trips, doubled per
+    /// strike.
+    fn timer_ns(&self) -> u64 {
+        let us = u64::from(self.rtt.pto_us()) << self.strikes.min(MAX_STRIKE_SHIFT);
+        us.min(u64::from(MAX_RTO_US)) * 1_000
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -341,6 +355,8 @@ pub struct Connection<const P: usize> {
     nak_len: u8,
     rate_hint: u32,
     progress: (u32, u32),
+    /// Whether every path has an RTT estimate.
+    all_sampled: bool,
     stats: Stats,
 }
 
@@ -392,6 +408,7 @@ impl<const P: usize> Connection<P> {
             delivered: 0,
             deadline: None,
             expiries: 0,
+            strikes: 0,
         });
         let rx = core::array::from_fn(|i| RxPath {
             seq: RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24)),
@@ -432,6 +449,7 @@ impl<const P: usize> Connection<P> {
             nak_len: 0,
             rate_hint: 0,
             progress: (0, 0),
+            all_sampled: false,
             stats: Stats::default(),
         }
     }
@@ -608,16 +626,12 @@ impl<const P: usize> Connection<P> {
         };
         self.stats.timeouts += 1;
         p.expiries = p.expiries.saturating_add(1);
-        if p.expiries > 1 {
-            // A retransmission timeout, not a probe.
-            p.rtt.on_timeout();
-            p.cc.collapse();
-        }
         if !p.relocate.get(psn % WINDOW) {
             p.resend.set(psn % WINDOW);
         }
-        p.deadline = Some(now + u64::from(p.rtt.rto_us()) * 1_000);
-        if p.expiries > FAIL_AFTER_TIMEOUTS {
+        // The probe waits twice as long for its answer.
+        p.deadline = Some(now + 2 * p.timer_ns());
+        if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
     }
@@ -631,10 +645,10 @@ impl<const P: usize> Connection<P> {
         let p = &mut self.tx[i];
         p.epoch = p.epoch.wrapping_add(1);
         p.sport = port_for(seed, i as u16, p.epoch);
-        p.rtt = Rtt::new();
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
-        p.deadline = Some(now + u64::from(p.rtt.rto_us()) * 1_000);
+        p.strikes = p.strikes.saturating_add(1);
+        p.deadline = Some(now + p.timer_ns());
         let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
@@ -761,7 +775,19 @@ impl<const P: usize> Connection<P> {
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
         if rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
+            if !self.all_sampled {
+                // Paths of one connection cross the same fabric: a path
+                // without a sample of its own starts from this one's.
+                let est = p.rtt;
+                self.all_sampled = true;
+                for q in &mut self.tx {
+                    if !q.rtt.is_sampled() {
+                        q.rtt = est;
+                    }
+                }
+            }
         }
+        let p = &mut self.tx[path];
         // Newly acknowledged packets: credit their messages.
         let mut finished = [0u16; 8];
         let mut n_finished = 0;
@@ -826,7 +852,8 @@ impl<const P: usize> Connection<P> {
         // Timer: progress restarts it.
         if out.newly_acked > 0 {
             p.expiries = 0;
-            p.deadline = (p.outstanding > 0).then(|| now + u64::from(p.rtt.pto_us()) * 1_000);
+            p.strikes = 0;
+            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns());
         }
         for m in finished.into_iter().take(n_finished) {
             self.release(m);
@@ -1063,15 +1090,15 @@ impl<const P: usize> Connection<P> {
             p.resend = Bits256::EMPTY;
             return None;
         };
+        if p.deadline.is_none() {
+            p.deadline = Some(now + p.timer_ns());
+        }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
             return None;
         }
         slot.order = p.next_order;
         p.next_order = p.next_order.wrapping_add(1);
-        if p.deadline.is_none() {
-            p.deadline = Some(now + u64::from(p.rtt.pto_us()) * 1_000);
-        }
         let slot = *slot;
         self.stats.retransmits += 1;
         let extra = flags::RETRANSMIT | flags::ACK_REQ;
@@ -1081,7 +1108,7 @@ impl<const P: usize> Connection<P> {
     /// Free window of path `i` for new packets (0 for a suspect path).
     fn free(&self, i: usize) -> u32 {
         let p = &self.tx[i];
-        if p.expiries > 1 || !p.seq.can_send() {
+        if p.expiries > 0 || !p.seq.can_send() {
             return 0;
         }
         p.cc.window().saturating_sub(p.outstanding)
@@ -1095,8 +1122,16 @@ impl<const P: usize> Connection<P> {
         }))
     }
 
+    /// Whether the connection window has room. Packets on a path whose
+    /// timer expired without progress are likely gone, so they do not count
+    /// (as lost packets leave TCP's pipe): the other paths keep sending.
     fn conn_has_room(&self) -> bool {
-        self.outstanding < self.cc.window()
+        let stuck: u32 = self.tx[..usize::from(self.cfg.paths)]
+            .iter()
+            .filter(|p| p.expiries > 0)
+            .map(|p| p.outstanding)
+            .sum();
+        self.outstanding.saturating_sub(stuck) < self.cc.window()
     }
 
     /// Puts `slot` on a path as a new PSN and accounts for it.
@@ -1109,7 +1144,7 @@ impl<const P: usize> Connection<P> {
         p.slots[psn as usize % SLOTS] = slot;
         p.outstanding += 1;
         if p.deadline.is_none() {
-            p.deadline = Some(now + u64::from(p.rtt.pto_us()) * 1_000);
+            p.deadline = Some(now + p.timer_ns());
         }
         self.outstanding += 1;
         self.sent_total = self.sent_total.wrapping_add(1);

@@ -43,6 +43,11 @@ impl Rtt {
         }
     }
 
+    /// Whether a sample arrived.
+    pub const fn is_sampled(&self) -> bool {
+        self.sampled
+    }
+
     /// Smoothed RTT (0 before the first sample).
     pub const fn srtt_us(&self) -> u32 {
         self.srtt
@@ -78,6 +83,12 @@ impl Rtt {
         }
         let pto = 2 * u64::from(self.srtt) + 2 * u64::from(self.rttvar) + u64::from(PTO_SLACK_US);
         pto.min(u64::from(self.rto_us())) as u32
+    }
+
+    /// Forgets the backoff (the path moved to a new route whose round trip
+    /// is expected to be like the old one's).
+    pub fn clear_backoff(&mut self) {
+        self.backoff = 0;
     }
 
     /// A retransmission timer fired: double the timeout (up to a limit).
