@@ -54,7 +54,7 @@ pub const ACK_EVERY: u16 = 2;
 pub const PORT_BASE: u16 = 49152;
 
 const SLOTS: usize = WINDOW as usize;
-const MAX_STRIKE_SHIFT: u8 = 10;
+const MAX_STRIKE_SHIFT: u8 = 6;
 const NAK_QUEUE: usize = 16;
 
 /// How a connection is set up; both ends agree on the initial PSNs.
@@ -273,11 +273,18 @@ struct TxPath {
 }
 
 impl TxPath {
-    /// The probe timer, in nanoseconds: about two round trips, doubled per
-    /// strike.
-    fn timer_ns(&self) -> u64 {
-        let us = u64::from(self.rtt.pto_us()) << self.strikes.min(MAX_STRIKE_SHIFT);
-        us.min(u64::from(MAX_RTO_US)) * 1_000
+    /// The probe timer, in nanoseconds: about two round trips of this path,
+    /// but at most twice the connection's (a path that carried little lately
+    /// may keep an old, inflated estimate), doubled per strike.
+    fn timer_ns(&self, conn: &Rtt) -> u64 {
+        let mut pto = u64::from(self.rtt.pto_us());
+        if conn.is_sampled() {
+            pto = pto.min(2 * u64::from(conn.pto_us()));
+        }
+        // A new route fails with the odds of the old one: only repeated
+        // failures (every route down) back off.
+        let shift = self.strikes.saturating_sub(1).min(MAX_STRIKE_SHIFT);
+        (pto << shift).min(u64::from(MAX_RTO_US)) * 1_000
     }
 }
 
@@ -357,6 +364,8 @@ pub struct Connection<const P: usize> {
     progress: (u32, u32),
     /// Whether every path has an RTT estimate.
     all_sampled: bool,
+    /// Round trips of every path together.
+    rtt: Rtt,
     stats: Stats,
 }
 
@@ -374,8 +383,10 @@ fn port_for(seed: u32, path: u16, epoch: u32) -> u16 {
     PORT_BASE + (h % (65536 - u32::from(PORT_BASE))) as u16
 }
 
+/// The clock in microseconds as data packets carry it: wrapping, never 0
+/// (an ACK echoing 0 carries no RTT sample).
 fn us(now: u64) -> u32 {
-    (now / 1_000) as u32
+    ((now / 1_000) as u32).max(1)
 }
 
 fn packets_of(msg: &Message, max_payload: u16) -> u32 {
@@ -450,6 +461,7 @@ impl<const P: usize> Connection<P> {
             rate_hint: 0,
             progress: (0, 0),
             all_sampled: false,
+            rtt: Rtt::new(),
             stats: Stats::default(),
         }
     }
@@ -630,7 +642,7 @@ impl<const P: usize> Connection<P> {
             p.resend.set(psn % WINDOW);
         }
         // The probe waits twice as long for its answer.
-        p.deadline = Some(now + 2 * p.timer_ns());
+        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt));
         if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
@@ -648,7 +660,7 @@ impl<const P: usize> Connection<P> {
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
-        p.deadline = Some(now + p.timer_ns());
+        p.deadline = Some(now + p.timer_ns(&self.rtt));
         let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
@@ -773,8 +785,9 @@ impl<const P: usize> Connection<P> {
             Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
         };
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
-        if rtt < 10_000_000 {
+        if ack.common.timestamp != 0 && rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
+            self.rtt.sample(rtt.max(1));
             if !self.all_sampled {
                 // Paths of one connection cross the same fabric: a path
                 // without a sample of its own starts from this one's.
@@ -853,7 +866,7 @@ impl<const P: usize> Connection<P> {
         if out.newly_acked > 0 {
             p.expiries = 0;
             p.strikes = 0;
-            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns());
+            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt));
         }
         for m in finished.into_iter().take(n_finished) {
             self.release(m);
@@ -1002,7 +1015,9 @@ impl<const P: usize> Connection<P> {
                 path: i as u16,
                 conn: self.cfg.remote_id,
                 psn: cum,
-                timestamp: rx.echo,
+                // Only an ACK that answers fresh data carries an RTT sample
+                // (not one sent for a relocated copy's first path).
+                timestamp: core::mem::take(&mut rx.echo),
             },
             sack: sack.to_bytes(),
             ecn_ce: ce,
@@ -1091,7 +1106,7 @@ impl<const P: usize> Connection<P> {
             return None;
         };
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns());
+            p.deadline = Some(now + p.timer_ns(&self.rtt));
         }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
@@ -1114,12 +1129,17 @@ impl<const P: usize> Connection<P> {
         p.cc.window().saturating_sub(p.outstanding)
     }
 
+    /// The path for the next packet: the most free window among the paths
+    /// known to work, else among those on a new, untried route.
     fn pick(&self, except: Option<usize>) -> Option<usize> {
         let n = usize::from(self.cfg.paths);
-        pick_path((0..n).map(|i| {
-            let window = if Some(i) == except { 0 } else { self.free(i) };
-            (window, 0)
-        }))
+        let free = |proven: bool| {
+            pick_path((0..n).map(move |i| {
+                let ok = Some(i) != except && (self.tx[i].strikes == 0) == proven;
+                (if ok { self.free(i) } else { 0 }, 0)
+            }))
+        };
+        free(true).or_else(|| free(false))
     }
 
     /// Whether the connection window has room. Packets on a path whose
@@ -1144,7 +1164,7 @@ impl<const P: usize> Connection<P> {
         p.slots[psn as usize % SLOTS] = slot;
         p.outstanding += 1;
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns());
+            p.deadline = Some(now + p.timer_ns(&self.rtt));
         }
         self.outstanding += 1;
         self.sent_total = self.sent_total.wrapping_add(1);
