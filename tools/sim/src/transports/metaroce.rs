@@ -1,0 +1,344 @@
+//! MetaRoCE on a simulated host: the `metaroce_transport` crate, unchanged,
+//! behind the simulator's `Endpoint` trait.
+//!
+//! - One `Connection` per peer host, created on first use, carrying every flow
+//!   between the two hosts as its own stream (stream id = flow id). The
+//!   connection id a host uses for a peer is the peer's host id.
+//! - A flow posts RDMA Writes of `msg_size` bytes while its connection accepts
+//!   them (at most 64 in progress per stream, 256 per connection).
+//! - Receiving: new data goes through a `RecvStream` per flow; whole messages
+//!   count as delivered, in order. Anything out of place is an integrity error.
+//! - Rate hint: the receiver shares its inbound capacity (all its ports)
+//!   equally among the peers that sent it data in the last `ACTIVE_NS`.
+//! - Timers: a heap of (deadline, peer) with stale entries skipped.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use metaroce_transport::conn::{Config, Connection, Message, PostError, Received};
+use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::stream::RecvStream;
+use metaroce_transport::wire::{Opcode, Remote};
+
+use super::{Datagram, Endpoint, EndpointConfig, Flow, Ns};
+
+/// Most paths a connection may have here.
+pub const MAX_PATHS: usize = 8;
+/// A peer counts as an active sender for this long after its last data.
+pub const ACTIVE_NS: Ns = 50_000;
+
+type Conn = Connection<MAX_PATHS>;
+
+struct SendFlow {
+    id: u32,
+    dst: u32,
+    msg_size: u32,
+    /// Messages still to post (u64::MAX: unbounded).
+    left: u64,
+    next_msn: u32,
+}
+
+struct RecvFlow {
+    stream: RecvStream,
+    msg_size: u32,
+    delivered: u64,
+}
+
+struct Peer {
+    conn: Box<Conn>,
+    /// Flows from this host to the peer (indices into `senders`).
+    flows: Vec<usize>,
+    last_rx: Ns,
+    /// The deadline of this peer's entry in the timer heap.
+    armed: Option<Ns>,
+}
+
+pub struct MetaRoceHost {
+    host: u32,
+    cfg: EndpointConfig,
+    peers: HashMap<u32, Peer>,
+    senders: Vec<SendFlow>,
+    receivers: HashMap<u32, RecvFlow>,
+    timers: BinaryHeap<Reverse<(Ns, u32)>>,
+    errors: u64,
+    active: u32,
+    active_at: Ns,
+    completions: u64,
+    hdr: [u8; TRANSPORT_HEADER_MAX as usize],
+}
+
+pub fn new(host: u32, cfg: &EndpointConfig) -> Option<Box<dyn Endpoint>> {
+    Some(Box::new(MetaRoceHost {
+        host,
+        cfg: cfg.clone(),
+        peers: HashMap::new(),
+        senders: Vec::new(),
+        receivers: HashMap::new(),
+        timers: BinaryHeap::new(),
+        errors: 0,
+        active: 0,
+        active_at: 0,
+        completions: 0,
+        hdr: [0; TRANSPORT_HEADER_MAX as usize],
+    }))
+}
+
+impl MetaRoceHost {
+    fn conn_config(&self, peer: u32) -> Config {
+        let paths = self.cfg.paths.clamp(1, MAX_PATHS as u32) as u16;
+        let payload = self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16;
+        // Start each path with its share of one port's bandwidth-delay
+        // product, so that a new connection fills the port in about one RTT.
+        let bdp_packets = (self.cfg.bdp_bytes() / u64::from(self.cfg.mtu_payload)) as u32;
+        let per_path = bdp_packets.div_ceil(u32::from(paths)).max(2);
+        Config {
+            initial_window: per_path,
+            port_seed: (self.cfg.seed as u32) ^ peer.wrapping_mul(0x9e37_79b9),
+            ..Config::new(peer, self.host, paths, payload)
+        }
+    }
+
+    fn peer(&mut self, peer: u32) -> &mut Peer {
+        if !self.peers.contains_key(&peer) {
+            let cfg = self.conn_config(peer);
+            self.peers.insert(
+                peer,
+                Peer {
+                    conn: Box::new(Conn::new(cfg)),
+                    flows: Vec::new(),
+                    last_rx: 0,
+                    armed: None,
+                },
+            );
+        }
+        self.peers.get_mut(&peer).expect("inserted above")
+    }
+
+    /// Posts what the peer's flows may post, sends what the connection may
+    /// send, collects completions and re-arms its timer.
+    fn pump(&mut self, now: Ns, peer: u32, tx: &mut Vec<Datagram>) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        loop {
+            while p.conn.poll_event().is_some() {
+                self.completions += 1;
+            }
+            let mut posted = false;
+            for &fi in &p.flows {
+                let f = &mut self.senders[fi];
+                while f.left > 0 {
+                    let m = Message {
+                        opcode: Opcode::Write,
+                        stream: f.id,
+                        msn: f.next_msn,
+                        len: f.msg_size,
+                        remote: Some(Remote {
+                            rkey: 1,
+                            addr: 0,
+                        }),
+                        imm: None,
+                        atomic: None,
+                    };
+                    match p.conn.post(m) {
+                        Ok(()) => {
+                            f.next_msn = f.next_msn.wrapping_add(1);
+                            if f.left != u64::MAX {
+                                f.left -= 1;
+                            }
+                            posted = true;
+                        }
+                        Err(PostError::Full | PostError::StreamBusy) => break,
+                        Err(PostError::Invalid) => {
+                            self.errors += 1;
+                            f.left = 0;
+                        }
+                    }
+                }
+            }
+            let mut sent = false;
+            while let Some(t) = p.conn.poll_transmit(now, &mut self.hdr) {
+                let payload = t.payload.map_or(0, |s| usize::from(s.len));
+                let mut bytes = Vec::with_capacity(t.len + payload);
+                bytes.extend_from_slice(&self.hdr[..t.len]);
+                bytes.resize(t.len + payload, 0);
+                tx.push(Datagram {
+                    src: self.host,
+                    dst: peer,
+                    sport: t.sport,
+                    wire_len: self.cfg.frame_overhead + bytes.len() as u32,
+                    ecn_ce: false,
+                    bytes,
+                });
+                sent = true;
+            }
+            if !posted && !sent {
+                break;
+            }
+        }
+        let next = p.conn.next_timeout();
+        if next.is_some() && next != p.armed {
+            p.armed = next;
+            self.timers.push(Reverse((next.unwrap_or(0), peer)));
+        }
+    }
+
+    fn arm_now(&mut self, now: Ns, peer: u32) {
+        let p = self.peer(peer);
+        if p.armed.is_none_or(|t| t > now) {
+            p.armed = Some(now);
+            self.timers.push(Reverse((now, peer)));
+        }
+    }
+
+    /// Drops stale entries from the top of the timer heap, so that its top is
+    /// the real next deadline.
+    fn clean_timers(&mut self) {
+        while let Some(&Reverse((t, peer))) = self.timers.peek() {
+            if self.peers.get(&peer).is_some_and(|p| p.armed == Some(t)) {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
+    fn refresh_active(&mut self, now: Ns) {
+        if now < self.active_at {
+            return;
+        }
+        self.active = self
+            .peers
+            .values()
+            .filter(|p| p.last_rx > 0 && now.saturating_sub(p.last_rx) < ACTIVE_NS)
+            .count() as u32;
+        self.active_at = now + ACTIVE_NS / 8;
+    }
+}
+
+impl Endpoint for MetaRoceHost {
+    fn add_flow(&mut self, now: Ns, flow: &Flow) {
+        let i = self.senders.len();
+        self.senders.push(SendFlow {
+            id: flow.id,
+            dst: flow.dst,
+            msg_size: flow.msg_size,
+            left: flow.messages(),
+            next_msn: 0,
+        });
+        let dst = self.senders[i].dst;
+        self.peer(dst).flows.push(i);
+        // Sending starts in on_wakeup, which can transmit.
+        self.arm_now(now, dst);
+    }
+
+    fn expect_flow(&mut self, flow: &Flow) {
+        self.receivers.insert(
+            flow.id,
+            RecvFlow {
+                stream: RecvStream::new(0),
+                msg_size: flow.msg_size,
+                delivered: 0,
+            },
+        );
+    }
+
+    fn on_datagram(&mut self, now: Ns, d: Datagram, tx: &mut Vec<Datagram>) {
+        let src = d.src;
+        self.refresh_active(now);
+        let capacity_mbps = (self.cfg.link_bps / 1_000_000) as u32 * self.cfg.planes;
+        let active = self.active.max(1);
+        let p = self.peer(src);
+        let mut delivered_msgs = Vec::new();
+        match p.conn.on_datagram(now, &d.bytes, d.sport, d.ecn_ce) {
+            Ok(Received::Data(h, payload)) => {
+                p.last_rx = now;
+                p.conn.share_capacity(capacity_mbps, active);
+                match self.receivers.get_mut(&h.stream) {
+                    Some(r) if h.msg_len == r.msg_size => {
+                        match r.stream.on_packet(h.msn, payload.len() as u32, h.msg_len) {
+                            Ok(()) => {
+                                while let Some(msn) = r.stream.pop_completed() {
+                                    r.delivered += u64::from(r.msg_size);
+                                    delivered_msgs.push((h.stream, msn));
+                                }
+                            }
+                            Err(_) => self.errors += 1,
+                        }
+                    }
+                    _ => self.errors += 1,
+                }
+            }
+            Ok(Received::Duplicate | Received::Control) => {}
+            Err(_) => self.errors += 1,
+        }
+        if let Some(p) = self.peers.get_mut(&src) {
+            for (stream, msn) in delivered_msgs {
+                p.conn.set_progress(stream, msn.wrapping_add(1));
+            }
+        }
+        self.pump(now, src, tx);
+        self.clean_timers();
+    }
+
+    fn on_wakeup(&mut self, now: Ns, tx: &mut Vec<Datagram>) {
+        while let Some(&Reverse((t, peer))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(p) = self.peers.get_mut(&peer) else {
+                continue;
+            };
+            if p.armed != Some(t) {
+                continue; // stale: the deadline moved since
+            }
+            p.armed = None;
+            p.conn.on_timeout(now);
+            self.pump(now, peer, tx);
+        }
+        self.clean_timers();
+    }
+
+    fn next_wakeup(&self) -> Option<Ns> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn delivered(&self, flow: u32) -> u64 {
+        self.receivers.get(&flow).map_or(0, |r| r.delivered)
+    }
+
+    fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut c = [0u64; 7];
+        for p in self.peers.values() {
+            let s = p.conn.stats();
+            for (i, v) in [
+                s.tx_data,
+                s.retransmits,
+                s.relocations,
+                s.path_moves,
+                s.timeouts,
+                s.rx_duplicates,
+                s.ce_echoed,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                c[i] += v;
+            }
+        }
+        vec![
+            ("tx_data", c[0]),
+            ("retransmits", c[1]),
+            ("relocations", c[2]),
+            ("path_moves", c[3]),
+            ("timeouts", c[4]),
+            ("rx_duplicates", c[5]),
+            ("ce_echoed", c[6]),
+            ("completions", self.completions),
+        ]
+    }
+}
