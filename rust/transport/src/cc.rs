@@ -37,9 +37,10 @@ pub struct Aimd {
 impl Aimd {
     /// A window of `initial` packets that never exceeds `max` packets.
     pub fn new(initial: u32, max: u32) -> Self {
-        let max = max.clamp(MIN_WINDOW, u32::MAX >> SHIFT);
+        // max/min instead of clamp: clamp has a panic path for min > max.
+        let max = max.max(MIN_WINDOW).min(u32::MAX >> SHIFT);
         Self {
-            cwnd: initial.clamp(MIN_WINDOW, max) << SHIFT,
+            cwnd: initial.max(MIN_WINDOW).min(max) << SHIFT,
             max: max << SHIFT,
             recover: 0,
             recovering: false,
@@ -80,7 +81,7 @@ impl Aimd {
     /// Caps the window at `packets` (the receiver's hint); never below the
     /// minimum.
     pub fn cap(&mut self, packets: u32) {
-        let cap = packets.clamp(MIN_WINDOW, self.max >> SHIFT) << SHIFT;
+        let cap = packets.min(self.max >> SHIFT).max(MIN_WINDOW) << SHIFT;
         self.cwnd = self.cwnd.min(cap);
     }
 }
@@ -91,7 +92,7 @@ pub fn window_for_rate(rate_mbps: u32, rtt_us: u32, packet_bytes: u32) -> u32 {
     // Mbit/s x us = bits; / 8 = bytes.
     let bytes = u64::from(rate_mbps) * u64::from(rtt_us) / 8;
     let packets = bytes / u64::from(packet_bytes.max(1));
-    packets.clamp(1, u64::from(u32::MAX)) as u32
+    packets.max(1).min(u64::from(u32::MAX)) as u32
 }
 
 /// The receiver's fair share for each of `active_senders` senders of an

@@ -466,6 +466,11 @@ impl<const P: usize> Connection<P> {
         }
     }
 
+    /// Paths in use (never more than `P`).
+    fn n_paths(&self) -> usize {
+        usize::from(self.cfg.paths).min(P)
+    }
+
     /// The configuration in force.
     pub const fn config(&self) -> &Config {
         &self.cfg
@@ -518,7 +523,8 @@ impl<const P: usize> Connection<P> {
             return Err(PostError::StreamBusy);
         }
         let i = free.ok_or(PostError::Full)?;
-        self.msgs[i] = MsgSlot {
+        let slot = self.msgs.get_mut(i).ok_or(PostError::Full)?;
+        *slot = MsgSlot {
             state: MsgState::Active,
             gen: self.next_gen,
             msg,
@@ -539,7 +545,7 @@ impl<const P: usize> Connection<P> {
         if self.done_len == 0 {
             return None;
         }
-        let i = usize::from(self.done[usize::from(self.done_head)]);
+        let i = usize::from(*self.done.get(usize::from(self.done_head))?);
         self.done_head = (self.done_head + 1) % MAX_MESSAGES as u16;
         self.done_len -= 1;
         let slot = self.msgs.get_mut(i)?;
@@ -612,15 +618,21 @@ impl<const P: usize> Connection<P> {
                 r.due = true;
             }
         }
-        for i in 0..usize::from(self.cfg.paths) {
-            if self.tx[i].deadline.is_some_and(|d| d <= now) {
+        for i in 0..self.n_paths() {
+            if self
+                .tx
+                .get(i)
+                .is_some_and(|p| p.deadline.is_some_and(|d| d <= now))
+            {
                 self.path_timeout(i, now);
             }
         }
     }
 
     fn path_timeout(&mut self, i: usize, now: u64) {
-        let p = &mut self.tx[i];
+        let Some(p) = self.tx.get_mut(i) else {
+            return;
+        };
         // The oldest packet still ours to resend on this path.
         let mut oldest = None;
         let una = p.seq.oldest_unacked().unwrap_or(0);
@@ -654,7 +666,9 @@ impl<const P: usize> Connection<P> {
         let initial = self.cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
         let seed = self.cfg.port_seed;
         let alone = self.cfg.paths == 1;
-        let p = &mut self.tx[i];
+        let Some(p) = self.tx.get_mut(i) else {
+            return;
+        };
         p.epoch = p.epoch.wrapping_add(1);
         p.sport = port_for(seed, i as u16, p.epoch);
         p.cc = Aimd::new(initial, WINDOW);
@@ -736,7 +750,7 @@ impl<const P: usize> Connection<P> {
         sport: u16,
         ce: bool,
     ) -> Result<Received<'a>, RecvError> {
-        let rx = &mut self.rx[path];
+        let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let arrival = rx.seq.on_data(hdr.common.psn, ce);
         if arrival == Arrival::OutOfWindow {
             return Err(RecvError::Window);
@@ -778,7 +792,7 @@ impl<const P: usize> Connection<P> {
 
     fn on_ack(&mut self, path: usize, ack: &AckHeader, now: u64) -> Result<(), RecvError> {
         let sack = Bits256::from_bytes(&ack.sack);
-        let p = &mut self.tx[path];
+        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let out = match p.seq.on_ack(ack.common.psn, &sack) {
             Ok(out) => out,
             Err(AckError::Stale) => return Ok(()),
@@ -800,7 +814,7 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
-        let p = &mut self.tx[path];
+        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         // Newly acknowledged packets: credit their messages.
         let mut finished = [0u16; 8];
         let mut n_finished = 0;
@@ -888,7 +902,7 @@ impl<const P: usize> Connection<P> {
                     && m.msg.msn == nak.msn
             })
             .ok_or(RecvError::Nak)?;
-        let m = &mut self.msgs[i];
+        let m = self.msgs.get_mut(i).ok_or(RecvError::Nak)?;
         m.error = Some(nak.code);
         // Stop cutting it; it completes once what was sent is acknowledged.
         m.packets = m.sent_packets;
@@ -920,9 +934,11 @@ impl<const P: usize> Connection<P> {
                 .map(|(j, m)| (j, m.state));
             match oldest {
                 Some((j, MsgState::Done)) if usize::from(self.done_len) < MAX_MESSAGES => {
-                    self.msgs[j].state = MsgState::Reported;
                     let tail =
                         (usize::from(self.done_head) + usize::from(self.done_len)) % MAX_MESSAGES;
+                    if let Some(m) = self.msgs.get_mut(j) {
+                        m.state = MsgState::Reported;
+                    }
                     self.done[tail] = j as u16;
                     self.done_len += 1;
                 }
@@ -961,20 +977,18 @@ impl<const P: usize> Connection<P> {
         if self.nak_len > 0 {
             return self.send_nak(buf);
         }
-        for i in 0..P {
-            if self.rx[i].due {
-                return self.send_ack(i, buf);
-            }
+        if let Some(i) = self.rx.iter().position(|r| r.due) {
+            return self.send_ack(i, buf);
         }
-        for i in 0..usize::from(self.cfg.paths) {
-            if !self.tx[i].resend.is_empty() {
+        for i in 0..self.n_paths() {
+            if self.tx.get(i).is_some_and(|p| !p.resend.is_empty()) {
                 if let Some(t) = self.send_resend(i, now, buf) {
                     return Some(t);
                 }
             }
         }
-        for i in 0..usize::from(self.cfg.paths) {
-            if !self.tx[i].relocate.is_empty() {
+        for i in 0..self.n_paths() {
+            if self.tx.get(i).is_some_and(|p| !p.relocate.is_empty()) {
                 if let Some(t) = self.send_relocated(i, now, buf) {
                     return Some(t);
                 }
@@ -999,7 +1013,7 @@ impl<const P: usize> Connection<P> {
     }
 
     fn send_ack(&mut self, i: usize, buf: &mut [u8]) -> Option<Transmit> {
-        let rx = &mut self.rx[i];
+        let rx = self.rx.get_mut(i)?;
         rx.due = false;
         rx.unacked = 0;
         rx.ack_at = None;
@@ -1078,7 +1092,7 @@ impl<const P: usize> Connection<P> {
         let len = wire::encode_data(&hdr, slot.len, buf).ok()?;
         Some(Transmit {
             path: path as u16,
-            sport: self.tx[path].sport,
+            sport: self.tx.get(path)?.sport,
             len,
             payload: (slot.len > 0).then_some(Segment {
                 stream: m.msg.stream,
@@ -1090,7 +1104,7 @@ impl<const P: usize> Connection<P> {
     }
 
     fn send_resend(&mut self, i: usize, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let p = &mut self.tx[i];
+        let p = self.tx.get_mut(i)?;
         let una = p.seq.oldest_unacked()?;
         // Oldest first: walk from una.
         let mut found = None;
@@ -1122,7 +1136,9 @@ impl<const P: usize> Connection<P> {
 
     /// Free window of path `i` for new packets (0 for a suspect path).
     fn free(&self, i: usize) -> u32 {
-        let p = &self.tx[i];
+        let Some(p) = self.tx.get(i) else {
+            return 0;
+        };
         if p.expiries > 0 || !p.seq.can_send() {
             return 0;
         }
@@ -1135,7 +1151,8 @@ impl<const P: usize> Connection<P> {
         let n = usize::from(self.cfg.paths);
         let free = |proven: bool| {
             pick_path((0..n).map(move |i| {
-                let ok = Some(i) != except && (self.tx[i].strikes == 0) == proven;
+                let ok =
+                    Some(i) != except && self.tx.get(i).is_some_and(|p| (p.strikes == 0) == proven);
                 (if ok { self.free(i) } else { 0 }, 0)
             }))
         };
@@ -1146,8 +1163,10 @@ impl<const P: usize> Connection<P> {
     /// timer expired without progress are likely gone, so they do not count
     /// (as lost packets leave TCP's pipe): the other paths keep sending.
     fn conn_has_room(&self) -> bool {
-        let stuck: u32 = self.tx[..usize::from(self.cfg.paths)]
+        let stuck: u32 = self
+            .tx
             .iter()
+            .take(self.n_paths())
             .filter(|p| p.expiries > 0)
             .map(|p| p.outstanding)
             .sum();
@@ -1156,7 +1175,7 @@ impl<const P: usize> Connection<P> {
 
     /// Puts `slot` on a path as a new PSN and accounts for it.
     fn place(&mut self, path: usize, mut slot: TxSlot, now: u64) -> Option<u32> {
-        let p = &mut self.tx[path];
+        let p = self.tx.get_mut(path)?;
         let psn = p.seq.send()?;
         slot.state = SlotState::Live;
         slot.order = p.next_order;
@@ -1176,7 +1195,7 @@ impl<const P: usize> Connection<P> {
             return None;
         }
         let target = self.pick(Some(src))?;
-        let p = &mut self.tx[src];
+        let p = self.tx.get_mut(src)?;
         let idx = p.relocate.ones().next()?;
         p.relocate.clear(idx);
         let una = p.seq.oldest_unacked()?;

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The per-packet entry points of the transport core, exported with C names
+//! so that their machine code can be inspected on its own.
+
+#![no_std]
+// The probes take Rust slices: they are never called from C.
+#![allow(improper_ctypes_definitions)]
+
+use metaroce_transport::conn::{Connection, Received};
+use metaroce_transport::wire;
+
+/// The connection as the kernel module will use it.
+pub type Conn = Connection<8>;
+
+#[no_mangle]
+pub extern "C" fn mr_probe_decode(buf: &[u8]) -> bool {
+    wire::decode(buf).is_ok()
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_on_datagram(c: &mut Conn, now: u64, buf: &[u8], sport: u16) -> usize {
+    match c.on_datagram(now, buf, sport, false) {
+        Ok(Received::Data(_, p)) => p.len(),
+        Ok(_) => 1,
+        Err(_) => 0,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_poll_transmit(c: &mut Conn, now: u64, buf: &mut [u8]) -> usize {
+    c.poll_transmit(now, buf).map_or(0, |t| t.len)
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_on_timeout(c: &mut Conn, now: u64) {
+    c.on_timeout(now)
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_poll_event(c: &mut Conn) -> u32 {
+    c.poll_event().map_or(0, |e| e.msn)
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    loop {}
+}

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The transport core's machine-code checks: the no-panic/no-float/no-alloc
+proof of scripts/check_nopanic.py (on synthetic disassembly, so that it is
+seen failing, and on the real per-packet entry points), and the cargo-fuzz
+targets for a bounded time (METAROCE_FUZZ_SECONDS, default 60 each)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHECK = os.path.join(TOP, "scripts", "check_nopanic.py")
+TRANSPORT = os.path.join(TOP, "rust", "transport")
+
+
+def run_check(text):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(text)
+    try:
+        return subprocess.run([sys.executable, CHECK, f.name], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+
+
+CLEAN = """
+0000000000000000 <mr_probe_x>:
+   0:	call   5 <mr_probe_x+0x5>
+			1: R_X86_64_PLT32	.text._ZN4core5inner17hE-0x4
+   5:	ret
+0000000000000000 <_ZN4core5inner17hE>:
+   0:	mov    %rdi,%rax
+   3:	movaps %xmm0,0x10(%rsp)
+   8:	ret
+"""
+
+
+class NoPanicCheck(unittest.TestCase):
+    def test_clean_code_passes(self):
+        r = run_check(CLEAN)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("0 forbidden", r.stdout)
+
+    def test_a_reachable_panic_fails(self):
+        bad = CLEAN.replace("   3:	movaps %xmm0,0x10(%rsp)\n",
+                            "   3:	call   8\n\t\t\t4: R_X86_64_PLT32\t"
+                            ".text.unlikely._RNvNtCs1_4core9panicking18panic_bounds_check-0x4\n")
+        r = run_check(bad)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("panic_bounds_check", r.stdout)
+
+    def test_floating_point_fails(self):
+        r = run_check(CLEAN.replace("mov    %rdi,%rax", "mulsd  %xmm1,%xmm0"))
+        self.assertEqual(r.returncode, 1, r.stdout)
+
+    def test_per_packet_entry_points(self):
+        if not shutil.which("objdump") or not shutil.which("cargo"):
+            self.skipTest("objdump or cargo missing")
+        manifest = os.path.join(TRANSPORT, "nopanic", "Cargo.toml")
+        subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", manifest],
+                       check=True)
+        lib = os.path.join(TRANSPORT, "nopanic", "target", "release",
+                           "libmetaroce_transport_nopanic.a")
+        dis = subprocess.run(["objdump", "-dr", "--no-show-raw-insn", lib],
+                             capture_output=True, text=True, check=True).stdout
+        r = run_check(dis)
+        print(r.stdout)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("entry points", r.stdout)
+
+
+class Fuzz(unittest.TestCase):
+    def fuzz(self, target):
+        cargo = shutil.which("cargo")
+        if not cargo or subprocess.run([cargo, "fuzz", "--version"],
+                                       capture_output=True).returncode != 0:
+            self.skipTest("cargo-fuzz missing (scripts/setup.sh installs it)")
+        secs = os.environ.get("METAROCE_FUZZ_SECONDS", "60")
+        env = dict(os.environ, RUSTC_BOOTSTRAP="1")
+        r = subprocess.run([cargo, "fuzz", "run", target, "--", f"-max_total_time={secs}"],
+                           cwd=os.path.join(TRANSPORT, "fuzz"), env=env,
+                           capture_output=True, text=True)
+        tail = (r.stdout + r.stderr)[-3000:]
+        self.assertEqual(r.returncode, 0, tail)
+        self.assertRegex(tail, r"Done \d+ runs in \d+ second")
+
+    def test_fuzz_decode(self):
+        self.fuzz("decode")
+
+    def test_fuzz_connection(self):
+        self.fuzz("connection")
+
+
+if __name__ == "__main__":
+    unittest.main()
