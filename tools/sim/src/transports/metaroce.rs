@@ -342,3 +342,91 @@ impl Endpoint for MetaRoceHost {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::fabric::{Fabric, FabricConfig};
+    use crate::sim::Sim;
+    use crate::transports::{make, EndpointConfig, Flow, Kind};
+
+    fn sim(planes: u32, drop_limit: u64) -> Sim {
+        let fc = FabricConfig {
+            hosts: 16,
+            planes,
+            drop_limit,
+            ecn_k: 16 * 1024,
+            ..Default::default()
+        };
+        let c = EndpointConfig {
+            hosts: 16,
+            planes,
+            link_bps: 25_000_000_000,
+            mtu_payload: 4096,
+            frame_overhead: 66,
+            base_rtt_ns: 12_000,
+            rto_ns: 200_000,
+            paths: 8,
+            seed: 3,
+        };
+        let eps = (0..16).map(|h| make(Kind::MetaRoce, h, &c).unwrap()).collect();
+        Sim::new(Fabric::new(fc), eps, 7)
+    }
+
+    #[test]
+    fn incast_through_the_fabric_delivers_everything_once() {
+        let mut s = sim(2, 256 * 1024);
+        for i in 0..6u32 {
+            s.add_flow(Flow {
+                id: i,
+                src: 8 + i,
+                dst: 0,
+                bytes: 100 * 16384,
+                msg_size: 16384,
+                start: u64::from(i) * 200,
+            });
+        }
+        s.run_until(100_000_000);
+        for i in 0..6 {
+            assert_eq!(s.delivered(i), 100 * 16384, "flow {i}");
+        }
+        assert_eq!(s.errors(), 0);
+        let ce: u64 = s
+            .endpoints
+            .iter()
+            .flat_map(|e| e.counters())
+            .filter(|(k, _)| *k == "ce_echoed")
+            .map(|(_, v)| v)
+            .sum();
+        assert!(ce > 0, "the shared downlink must have marked");
+    }
+
+    #[test]
+    fn a_failed_plane_is_left_and_nothing_is_lost() {
+        let mut s = sim(4, 1024 * 1024);
+        for i in 0..4u32 {
+            s.add_flow(Flow {
+                id: i,
+                src: 8 + i,
+                dst: i,
+                bytes: 400 * 16384,
+                msg_size: 16384,
+                start: 0,
+            });
+        }
+        s.run_until(300_000);
+        s.set_plane_up(1, false);
+        s.run_until(200_000_000);
+        for i in 0..4 {
+            assert_eq!(s.delivered(i), 400 * 16384, "flow {i}");
+        }
+        assert_eq!(s.errors(), 0);
+        let moves: u64 = s
+            .endpoints
+            .iter()
+            .flat_map(|e| e.counters())
+            .filter(|(k, _)| *k == "path_moves")
+            .map(|(_, v)| v)
+            .sum();
+        assert!(moves > 0, "paths on the failed plane must have moved");
+    }
+}
