@@ -73,6 +73,12 @@ impl Aimd {
         true
     }
 
+    /// Takes `packets` off the window (never below the minimum).
+    pub fn reduce(&mut self, packets: u32) {
+        let cut = packets.min(u32::MAX >> SHIFT) << SHIFT;
+        self.cwnd = self.cwnd.saturating_sub(cut).max(MIN_WINDOW << SHIFT);
+    }
+
     /// A retransmission timeout: back to the smallest window.
     pub fn collapse(&mut self) {
         self.cwnd = MIN_WINDOW << SHIFT;

@@ -865,14 +865,22 @@ impl<const P: usize> Connection<P> {
         // Congestion control.
         if ack.ecn_ce > 0 {
             self.stats.ce_echoed += u64::from(ack.ecn_ce);
-            p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight()));
-            self.cc.on_congestion(self.acked_total, self.sent_total);
+            // Coupled decrease: the connection gives up what the marked path
+            // gave up, so a congested path sheds its load onto the others
+            // while marks on every path still halve the whole.
+            let before = p.cc.window();
+            if p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight())) {
+                self.cc.reduce(before - p.cc.window());
+            }
         } else if out.newly_acked > 0 {
             p.cc.on_acked(out.newly_acked);
             self.cc.on_acked(out.newly_acked);
         }
         if ack.rate_hint_mbps > 0 {
-            let rtt = p.rtt.srtt_us().max(1);
+            // The share over the round trip without queueing: the senders'
+            // windows then add up to the receiver's bandwidth-delay product
+            // and a standing queue drains instead of being kept.
+            let rtt = self.rtt.min_us().max(1);
             let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
             self.cc.cap(window_for_rate(ack.rate_hint_mbps, rtt, bytes));
         }

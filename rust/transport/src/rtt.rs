@@ -19,6 +19,8 @@ pub const PTO_SLACK_US: u32 = 10;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rtt {
     srtt: u32,
+    /// Smallest sample: the round trip without queueing.
+    min: u32,
     rttvar: u32,
     rto: u32,
     backoff: u8,
@@ -36,6 +38,7 @@ impl Rtt {
     pub const fn new() -> Self {
         Self {
             srtt: 0,
+            min: 0,
             rttvar: 0,
             rto: INITIAL_RTO_US,
             backoff: 0,
@@ -53,8 +56,18 @@ impl Rtt {
         self.srtt
     }
 
+    /// The smallest sample so far (0 before the first).
+    pub const fn min_us(&self) -> u32 {
+        self.min
+    }
+
     /// Feeds one RTT sample and clears the backoff.
     pub fn sample(&mut self, rtt_us: u32) {
+        self.min = if self.sampled {
+            self.min.min(rtt_us)
+        } else {
+            rtt_us
+        };
         if self.sampled {
             let err = self.srtt.abs_diff(rtt_us);
             self.rttvar = ((3 * u64::from(self.rttvar) + u64::from(err)) / 4) as u32;
@@ -110,6 +123,7 @@ mod tests {
         assert_eq!(r.pto_us(), 300 + PTO_SLACK_US);
         r.sample(5_000);
         assert!(r.pto_us() <= r.rto_us());
+        assert_eq!(r.min_us(), 100);
     }
 
     #[test]
