@@ -249,9 +249,7 @@ impl Endpoint for MetaRoceHost {
         match p.conn.on_datagram(now, &d.bytes, d.sport, d.ecn_ce) {
             Ok(Received::Data(h, payload)) => {
                 p.last_rx = now;
-                if std::env::var_os("MR_NOHINT").is_none() {
-                    p.conn.share_capacity(capacity_mbps, active);
-                }
+                p.conn.share_capacity(capacity_mbps, active);
                 match self.receivers.get_mut(&h.stream) {
                     Some(r) if h.msg_len == r.msg_size => {
                         match r.stream.on_packet(h.msn, payload.len() as u32, h.msg_len) {
