@@ -55,6 +55,8 @@ pub const PORT_BASE: u16 = 49152;
 
 const SLOTS: usize = WINDOW as usize;
 const MAX_STRIKE_SHIFT: u8 = 6;
+/// Fixed-point one of the CE share.
+const CE_ONE: u32 = 1024;
 const NAK_QUEUE: usize = 16;
 
 /// How a connection is set up; both ends agree on the initial PSNs.
@@ -360,7 +362,16 @@ pub struct Connection<const P: usize> {
     done_len: u16,
     naks: [NakHeader; NAK_QUEUE],
     nak_len: u8,
+    /// Our receiver's fair share for the peer, before scaling by marks.
     rate_hint: u32,
+    /// Share of arriving data marked CE, smoothed (1024 = all).
+    ce_ewma: u32,
+    /// The peer's hint for us (Mbit/s, 0: none): new data is paced at it.
+    pace_mbps: u32,
+    /// Earliest time the pacer lets the next new packet go.
+    next_send: u64,
+    /// Whether new data waits for the pacer (then it is a timer).
+    paced: bool,
     progress: (u32, u32),
     /// Whether every path has an RTT estimate.
     all_sampled: bool,
@@ -459,6 +470,10 @@ impl<const P: usize> Connection<P> {
             }; NAK_QUEUE],
             nak_len: 0,
             rate_hint: 0,
+            ce_ewma: 0,
+            pace_mbps: 0,
+            next_send: 0,
+            paced: false,
             progress: (0, 0),
             all_sampled: false,
             rtt: Rtt::new(),
@@ -596,6 +611,13 @@ impl<const P: usize> Connection<P> {
         self.rate_hint = mbps;
     }
 
+    /// The hint sent now: the share, less half of it when every arriving
+    /// packet is marked (a queue is building at our end: shrink it).
+    fn hint_now(&self) -> u32 {
+        let cut = u64::from(self.rate_hint) * u64::from(self.ce_ewma) / u64::from(2 * CE_ONE);
+        self.rate_hint - cut as u32
+    }
+
     /// Sets the rate hint to an equal share of `capacity_mbps` among
     /// `active_senders`.
     pub fn share_capacity(&mut self, capacity_mbps: u32, active_senders: u32) {
@@ -608,7 +630,8 @@ impl<const P: usize> Connection<P> {
     pub fn next_timeout(&self) -> Option<u64> {
         let tx = self.tx.iter().filter_map(|p| p.deadline);
         let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
-        tx.chain(rx).min()
+        let pacer = self.paced.then_some(self.next_send);
+        tx.chain(rx).chain(pacer).min()
     }
 
     /// Handles the timers due at `now`.
@@ -757,6 +780,8 @@ impl<const P: usize> Connection<P> {
         }
         rx.sport = sport;
         rx.echo = hdr.common.timestamp;
+        // Smoothed share of marked data, over about 16 packets.
+        self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
         rx.unacked = rx.unacked.saturating_add(1);
         if rx.ack_at.is_none() {
             rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
@@ -876,6 +901,7 @@ impl<const P: usize> Connection<P> {
             p.cc.on_acked(out.newly_acked);
             self.cc.on_acked(out.newly_acked);
         }
+        self.pace_mbps = ack.rate_hint_mbps;
         if ack.rate_hint_mbps > 0 {
             // The share over the round trip without queueing: the senders'
             // windows then add up to the receiver's bandwidth-delay product
@@ -1021,6 +1047,7 @@ impl<const P: usize> Connection<P> {
     }
 
     fn send_ack(&mut self, i: usize, buf: &mut [u8]) -> Option<Transmit> {
+        let hint = self.hint_now();
         let rx = self.rx.get_mut(i)?;
         rx.due = false;
         rx.unacked = 0;
@@ -1043,7 +1070,7 @@ impl<const P: usize> Connection<P> {
             },
             sack: sack.to_bytes(),
             ecn_ce: ce,
-            rate_hint_mbps: self.rate_hint,
+            rate_hint_mbps: hint,
             stream: self.progress.0,
             stream_msn: self.progress.1,
         };
@@ -1228,8 +1255,14 @@ impl<const P: usize> Connection<P> {
     }
 
     fn send_new(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        // The pacer is a timer only while it alone holds new data back.
+        self.paced = false;
         let ci = usize::from(self.cursor?);
         if !self.conn_has_room() {
+            return None;
+        }
+        if self.pace_mbps > 0 && now < self.next_send {
+            self.paced = true;
             return None;
         }
         let path = self.pick(None)?;
@@ -1262,6 +1295,11 @@ impl<const P: usize> Connection<P> {
         }
         let psn = self.place(path, slot, now)?;
         self.stats.tx_data += 1;
+        if self.pace_mbps > 0 {
+            // bits / (Mbit/s) = microseconds; * 1000 for nanoseconds.
+            let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
+            self.next_send = self.next_send.max(now) + bits * 1_000 / u64::from(self.pace_mbps);
+        }
         // Ask for an ACK when this path or the connection cannot send more
         // right away, so the sender never waits on a delayed acknowledgement.
         let more = self.cursor.is_some() && self.conn_has_room() && self.free(path) > 0;
