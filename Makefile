@@ -12,15 +12,25 @@ LLVM ?= -19
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules clean setup kernel check check-user demo help
+# A tree prepared by scripts/stock-kernel.sh (Debian's stock kernel) says how to
+# run Kbuild for it: the compiler, the rustc toolchain, LLVM= (empty). Looked for
+# only when KDIR is given: the default KDIR would build the test kernel to look.
+MR_KBUILD_ARGS :=
+ifneq ($(filter command line environment,$(origin KDIR)),)
+-include $(KDIR)/metaroce-kbuild.mk
+endif
+
+.PHONY: all modules clean setup kernel check check-user demo help \
+	stock-kernel stock check-stock
+.PHONY: sim-loss sim-planes sim-plane-failure sim-incast sim-quick
 
 all: modules
 
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(MR_KBUILD_ARGS) modules
 
 clean:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(MR_KBUILD_ARGS) clean
 	rm -f rust/abstractions/bindings_generated.rs
 
 setup:
@@ -42,6 +52,41 @@ check:
 demo:
 	scripts/demo.sh
 
+# Debian's stock kernel (see Documentation/distribution-kernel.md). Which one:
+# the one of the installed linux-source package (downloaded into the cache), or
+# KERNELRELEASE= an installed kernel (DKMS passes it), STOCK_HEADERS= its headers.
+STOCK_ARGS = $(if $(KERNELRELEASE),--release $(KERNELRELEASE)) \
+	$(if $(STOCK_HEADERS),--headers $(STOCK_HEADERS))
+
+# Regenerate the stock kernel's Rust metadata (cached); print the build directory.
+stock-kernel:
+	@scripts/stock-kernel.sh $(STOCK_ARGS)
+
+# Build metaroce.ko for the stock kernel (dkms.conf's build command).
+stock:
+	@kdir=$$(scripts/stock-kernel.sh $(STOCK_ARGS)) && \
+	$(MAKE) --no-print-directory KDIR="$$kdir" modules
+
+# Boot Debian's stock kernel in QEMU: DKMS-built module, modprobe, selftests.
+check-stock:
+	scripts/check-stock.sh
+
+# The fabric simulator (tools/sim): each scenario prints a JSON summary as its
+# last line and writes CSV + SVG into out/sim/<scenario>/.
+# SIM_TRANSPORT=roce|metaroce|both; SIM_ARGS for more (e.g. --seed 2 --strict).
+SIM_TRANSPORT ?= both
+SIM_ARGS ?=
+SIM = cargo run --release --quiet --manifest-path tools/sim/Cargo.toml --
+
+sim-loss sim-planes sim-plane-failure sim-incast:
+	$(SIM) $(@:sim-%=%) --transport $(SIM_TRANSPORT) $(SIM_ARGS)
+
+sim-quick:
+	$(SIM) loss --quick --transport $(SIM_TRANSPORT) $(SIM_ARGS)
+	$(SIM) planes --quick --transport $(SIM_TRANSPORT) $(SIM_ARGS)
+	$(SIM) plane-failure --quick --transport $(SIM_TRANSPORT) $(SIM_ARGS)
+	$(SIM) incast --quick --transport $(SIM_TRANSPORT) $(SIM_ARGS)
+
 help:
 	@echo "make            build metaroce.ko against KDIR (default: the test kernel)"
 	@echo "make setup      install packages and tools (idempotent)"
@@ -49,3 +94,12 @@ help:
 	@echo "make check      run every test: userspace crates, then the VM suite"
 	@echo "make check-user run the userspace crates' tests only"
 	@echo "make demo       boot the VM and show two MetaRoCE devices in two netns"
+	@echo "make stock      build metaroce.ko for Debian's stock kernel (KERNELRELEASE=...)"
+	@echo "make stock-kernel  prepare the stock kernel's Rust metadata; prints its directory"
+	@echo "make check-stock   boot Debian's stock kernel: DKMS install, modprobe, selftests"
+	@echo "make sim-loss   simulator: one flow, goodput vs random loss (0..10%)"
+	@echo "make sim-planes simulator: 64 hosts, 1/2/4/8 planes, 4,032 connections"
+	@echo "make sim-plane-failure  simulator: 4 planes, one fails mid-run"
+	@echo "make sim-incast simulator: 32-to-1 incast"
+	@echo "make sim-quick  all four simulator scenarios, small (CI)"
+	@echo "                (SIM_TRANSPORT=roce|metaroce|both, SIM_ARGS=\"--seed N --strict\")"

@@ -28,9 +28,9 @@ read -r cmdline </proc/cmdline
 rwdir= cmd= cwd=
 for word in $cmdline; do
 	case "$word" in
-	metaroce.rwdir=*) rwdir=${word#*=} ;;
-	metaroce.cmd=*) cmd=$(echo "${word#*=}" | $bb base64 -d) ;;
-	metaroce.cwd=*) cwd=${word#*=} ;;
+	mrvm.rwdir=*) rwdir=${word#*=} ;;
+	mrvm.cmd=*) cmd=$(echo "${word#*=}" | $bb base64 -d) ;;
+	mrvm.cwd=*) cwd=${word#*=} ;;
 	esac
 done
 

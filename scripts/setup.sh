@@ -4,6 +4,8 @@
 # each step checks first and does nothing when already done.
 #
 #   scripts/setup.sh            packages + Rust pieces
+#   scripts/setup.sh stock      also what Debian's stock kernel needs (make check-stock,
+#                               DKMS): dkms, and the exact rustc Debian built it with
 #
 # Newer suites (bookworm-backports for QEMU, sid for linux-source-7.2) are added with apt pin priority 100, so nothing is upgraded from them
 # unless asked for by name. Undo: rm /etc/apt/sources.list.d/metaroce.sources
@@ -82,9 +84,27 @@ install_rust() {
 		log "installing bindgen-cli $BINDGEN_VER"
 		LIBCLANG_PATH=$LIBCLANG_PATH cargo install --locked --version "$BINDGEN_VER" bindgen-cli
 	fi
+	# The transport core's fuzz targets (run on stable with RUSTC_BOOTSTRAP=1).
+	if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VER"; then
+		log "installing cargo-fuzz $CARGO_FUZZ_VER"
+		cargo install --locked --version "$CARGO_FUZZ_VER" cargo-fuzz
+	fi
+}
+
+# The rustc version is read from the kernel's headers package (its .config), by
+# scripts/stock-kernel.sh, which downloads that package into the cache.
+install_stock() {
+	if ! command -v dkms >/dev/null; then
+		log "installing dkms"
+		$SUDO apt-get install -y -q --no-install-recommends dkms
+	fi
+	"$TOP/scripts/stock-kernel.sh" toolchain
 }
 
 add_suites
 install_packages
 install_rust
+if [ "${1:-}" = stock ]; then
+	install_stock
+fi
 log "set-up complete"

@@ -4,6 +4,10 @@
 #
 #   scripts/vm-run.sh KDIR RWDIR [COMMAND...]
 #
+# KDIR is a kernel build tree (its arch/x86/boot/bzImage is booted) or a kernel
+# image file (e.g. Debian's vmlinuz). METAROCE_VM_INITRD names an initramfs to
+# pass along (scripts/check-stock.sh uses one for a kernel with 9p as modules).
+#
 # The guest's root file system is the host's, read-only over 9p; RWDIR is
 # shared read-write and mounted at the same path in the guest. Without a
 # COMMAND the guest gives an interactive shell on the console. The kernel log
@@ -19,18 +23,27 @@ set -euo pipefail
 kdir=$1
 rwdir=$(cd "$2" && pwd)
 shift 2
-kernel="$kdir/arch/x86/boot/bzImage"
+if [ -f "$kdir" ]; then
+	kernel=$kdir
+else
+	kernel="$kdir/arch/x86/boot/bzImage"
+fi
 [ -f "$kernel" ] || die "no kernel image at $kernel"
+initrd=()
+if [ -n "${METAROCE_VM_INITRD:-}" ]; then
+	initrd=(-initrd "$METAROCE_VM_INITRD")
+fi
 
 accel=tcg
 if [ "${METAROCE_KVM:-0}" = 1 ]; then accel=kvm; else accel=tcg,thread=multi; fi
 
-# The command travels base64-encoded on the kernel command line.
+# The command travels base64-encoded on the kernel command line. (The prefix is
+# not "metaroce.": modprobe would hand such options to the module.)
 cmd=$(printf '%s' "$*" | base64 -w0)
 append="console=ttyS0 root=/dev/root rootfstype=9p"
 append+=" rootflags=trans=virtio,version=9p2000.L,msize=512000,access=any,cache=loose"
 append+=" ro panic=-1 oops=panic init=$TOP/scripts/guest-init.sh"
-append+=" metaroce.rwdir=$rwdir metaroce.cmd=$cmd metaroce.cwd=$TOP"
+append+=" mrvm.rwdir=$rwdir mrvm.cmd=$cmd mrvm.cwd=$TOP"
 append+=" ${METAROCE_VM_APPEND:-}"
 
 # isa-debug-exit makes QEMU exit with status 1 when the guest is done: that
@@ -40,7 +53,7 @@ timeout --foreground "${METAROCE_VM_TIMEOUT:-1800}" \
 	qemu-system-x86_64 -machine pc -accel "$accel" -smp "${METAROCE_VM_CPUS:-2}" \
 	-m "${METAROCE_VM_MEM:-3G}" -nographic -no-reboot -nic none \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
-	-kernel "$kernel" -append "$append" \
+	-kernel "$kernel" "${initrd[@]}" -append "$append" \
 	-fsdev local,id=root,path=/,security_model=none,readonly=on \
 	-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
 	-fsdev local,id=rw,path="$rwdir",security_model=none \

@@ -47,8 +47,8 @@ class ReportTest(unittest.TestCase):
                 f.write(text)
         return d
 
-    def run_report(self, guest, cargo=()):
-        sys.argv = ["tap_report.py", "--guest", guest, "--cargo", *cargo]
+    def run_report(self, guest, cargo=(), extra=()):
+        sys.argv = ["tap_report.py", "--guest", guest, "--cargo", *cargo, *extra]
         out = io.StringIO()
         with redirect_stdout(out):
             rc = tap_report.main()
@@ -107,6 +107,30 @@ class ReportTest(unittest.TestCase):
         rc, out = self.run_report(self.guest(), cargo=[log])
         self.assertEqual(rc, 1)
         self.assertIn("not ok 2 cargo: cargo-x: a::c", out)
+
+    def test_no_kunit_is_a_skip_not_a_pass(self):
+        extra = ["--no-kunit", "CONFIG_KUNIT is off"]
+        rc, out = self.run_report(self.guest(dmesg="[ 1.0] booted\n"), extra=extra)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("kunit: metaroce suites ran at module load # SKIP CONFIG_KUNIT is off", out)
+
+    def test_points_files(self):
+        d = tempfile.mkdtemp()
+        good, bad, empty = (os.path.join(d, n) for n in ("good.tap", "bad.tap", "empty.tap"))
+        with open(good, "w") as f:
+            f.write("ok 1 stock: dkms build\nok 2 stock: uname # SKIP not asked\n")
+        with open(bad, "w") as f:
+            f.write("ok 1 stock: dkms build\nnot ok 2 stock: modprobe metaroce\n")
+        with open(empty, "w") as f:
+            f.write("# nothing ran\n")
+        rc, out = self.run_report(self.guest(), extra=["--points", good])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok 1 stock: dkms build\n", out)
+        self.assertIn("1 skipped", out)
+        for path in (bad, empty, os.path.join(d, "missing.tap")):
+            rc, out = self.run_report(self.guest(), extra=["--points", path])
+            self.assertEqual(rc, 1, path)
+            self.assertIn("not ok", out)
 
 
 if __name__ == "__main__":

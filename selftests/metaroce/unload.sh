@@ -22,6 +22,12 @@ check "rmmod succeeds with devices present" rmmod metaroce
 check "both devices are gone" eval 'ibdev_gone mrt0 && ibdev_gone mrt1'
 check "the link type is gone with the module" eval \
 	'! rdma_in "$NS_A" link add mrt0 type metaroce netdev veth0 2>/dev/null || [ -d /sys/module/metaroce ]'
+# Where modprobe finds the module (installed in /lib/modules, as DKMS does),
+# that request loaded it again by its alias rdma-link-metaroce: unload it.
+if [ -d /sys/module/metaroce ]; then
+	ktap_info "rdma link add loaded metaroce by its alias; unloading it again"
+	rmmod metaroce
+fi
 check "insmod loads it again" insmod "$METAROCE_KO"
 check "and it serves new links" rdma_in "$NS_A" link add mrt0 type metaroce netdev veth0
 rdma link delete mrt0
