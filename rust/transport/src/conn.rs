@@ -375,6 +375,8 @@ pub struct Connection<const P: usize> {
     progress: (u32, u32),
     /// Whether every path has an RTT estimate.
     all_sampled: bool,
+    /// The path that last brought data (ACKs for announcements go there).
+    last_rx_path: Option<u16>,
     /// Round trips of every path together.
     rtt: Rtt,
     stats: Stats,
@@ -476,6 +478,7 @@ impl<const P: usize> Connection<P> {
             paced: false,
             progress: (0, 0),
             all_sampled: false,
+            last_rx_path: None,
             rtt: Rtt::new(),
             stats: Stats::default(),
         }
@@ -499,6 +502,11 @@ impl<const P: usize> Connection<P> {
     /// Packets in flight over all paths.
     pub const fn outstanding(&self) -> u32 {
         self.outstanding
+    }
+
+    /// The rate new data is paced at (the peer's hint), Mbit/s; 0: none.
+    pub const fn pace_mbps(&self) -> u32 {
+        self.pace_mbps
     }
 
     /// The connection's congestion window, in packets.
@@ -611,11 +619,24 @@ impl<const P: usize> Connection<P> {
         self.rate_hint = mbps;
     }
 
-    /// The hint sent now: the share, less half of it when every arriving
-    /// packet is marked (a queue is building at our end: shrink it).
+    /// The hint sent now: the share, less up to an eighth of it as arriving
+    /// packets are marked (a queue stands at our end: drain it, while every
+    /// sender stays within 20% of its share).
     fn hint_now(&self) -> u32 {
-        let cut = u64::from(self.rate_hint) * u64::from(self.ce_ewma) / u64::from(2 * CE_ONE);
+        let cut = u64::from(self.rate_hint) * u64::from(self.ce_ewma) / u64::from(8 * CE_ONE);
         self.rate_hint - cut as u32
+    }
+
+    /// Sends the current hint at once, in an ACK on the path that last
+    /// brought data (when the receiver's number of senders changed, so that
+    /// every sender learns its new share within a round trip).
+    pub fn announce(&mut self) {
+        if let Some(r) = self
+            .last_rx_path
+            .and_then(|p| self.rx.get_mut(usize::from(p)))
+        {
+            r.due = true;
+        }
     }
 
     /// Sets the rate hint to an equal share of `capacity_mbps` among
@@ -780,6 +801,7 @@ impl<const P: usize> Connection<P> {
         }
         rx.sport = sport;
         rx.echo = hdr.common.timestamp;
+        self.last_rx_path = Some(path as u16);
         // Smoothed share of marked data, over about 16 packets.
         self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
         rx.unacked = rx.unacked.saturating_add(1);

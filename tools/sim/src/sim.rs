@@ -115,6 +115,12 @@ impl Sim {
         self.endpoints[f.dst as usize].delivered(f.id)
     }
 
+    /// The rate the source's control loop allows flow `idx` now, bit/s.
+    pub fn control_rate(&self, idx: usize) -> Option<f64> {
+        let f = &self.flows[idx];
+        self.endpoints[f.src as usize].control_rate_bps(f.id)
+    }
+
     pub fn errors(&self) -> u64 {
         self.endpoints.iter().map(|e| e.errors()).sum()
     }

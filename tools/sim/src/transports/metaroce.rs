@@ -25,7 +25,7 @@ use super::{Datagram, Endpoint, EndpointConfig, Flow, Ns};
 /// Most paths a connection may have here.
 pub const MAX_PATHS: usize = 8;
 /// A peer counts as an active sender for this long after its last data.
-pub const ACTIVE_NS: Ns = 50_000;
+pub const ACTIVE_NS: Ns = 500_000;
 
 type Conn = Connection<MAX_PATHS>;
 
@@ -188,6 +188,33 @@ impl MetaRoceHost {
         }
     }
 
+    /// Gives every active sender but `except` its share of `capacity_mbps`
+    /// among `active` senders, in an ACK sent now.
+    fn announce(
+        &mut self,
+        now: Ns,
+        except: u32,
+        capacity_mbps: u32,
+        active: u32,
+        tx: &mut Vec<Datagram>,
+    ) {
+        let peers: Vec<u32> = self
+            .peers
+            .iter()
+            .filter(|(id, p)| {
+                **id != except && p.last_rx > 0 && now.saturating_sub(p.last_rx) < ACTIVE_NS
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in peers {
+            if let Some(p) = self.peers.get_mut(&id) {
+                p.conn.share_capacity(capacity_mbps, active);
+                p.conn.announce();
+            }
+            self.pump(now, id, tx);
+        }
+    }
+
     /// Drops stale entries from the top of the timer heap, so that its top is
     /// the real next deadline.
     fn clean_timers(&mut self) {
@@ -241,9 +268,21 @@ impl Endpoint for MetaRoceHost {
 
     fn on_datagram(&mut self, now: Ns, d: Datagram, tx: &mut Vec<Datagram>) {
         let src = d.src;
+        // A peer that was not sending counts at once (the shares shrink
+        // now); one that stopped drops out at the next recount.
+        let p = self.peer(src);
+        if p.last_rx == 0 || now.saturating_sub(p.last_rx) >= ACTIVE_NS {
+            p.last_rx = now.max(1);
+            self.active_at = 0;
+        }
+        let before = self.active;
         self.refresh_active(now);
         let capacity_mbps = (self.cfg.link_bps / 1_000_000) as u32 * self.cfg.planes;
         let active = self.active.max(1);
+        if active > before {
+            // One more sender: tell the others their smaller share now.
+            self.announce(now, src, capacity_mbps, active, tx);
+        }
         let p = self.peer(src);
         let mut delivered_msgs = Vec::new();
         match p.conn.on_datagram(now, &d.bytes, d.sport, d.ecn_ce) {
@@ -298,6 +337,12 @@ impl Endpoint for MetaRoceHost {
 
     fn next_wakeup(&self) -> Option<Ns> {
         self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn control_rate_bps(&self, flow: u32) -> Option<f64> {
+        let f = self.senders.iter().find(|f| f.id == flow)?;
+        let mbps = self.peers.get(&f.dst)?.conn.pace_mbps();
+        (mbps > 0).then(|| f64::from(mbps) * 1e6)
     }
 
     fn delivered(&self, flow: u32) -> u64 {

@@ -58,6 +58,11 @@ pub trait Endpoint {
     fn rto_estimate(&self) -> Option<Ns> {
         None
     }
+    /// The rate, bit/s, this (source) host's control loop allows `flow` now,
+    /// if it has one: the incast scenario measures how fast it converges.
+    fn control_rate_bps(&self, _flow: u32) -> Option<f64> {
+        None
+    }
     /// Named counters for the report (summed over hosts), e.g. retransmits.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

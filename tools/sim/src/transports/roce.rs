@@ -537,6 +537,10 @@ impl Endpoint for RoceHost {
         self.errors
     }
 
+    fn control_rate_bps(&self, flow: u32) -> Option<f64> {
+        self.by_flow.get(&flow).map(|&i| self.senders[i].rc)
+    }
+
     fn rto_estimate(&self) -> Option<Ns> {
         Some(self.rto)
     }
