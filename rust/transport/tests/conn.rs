@@ -321,3 +321,101 @@ proptest! {
         prop_assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
     }
 }
+
+/// Moves everything one side may send now to the other side; returns the
+/// decoded ACKs' rate hints.
+fn exchange(p: &mut Pair, from: usize, now: u64) -> Vec<u32> {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut hints = vec![];
+    while let Some(t) = p.hosts[from].conn.poll_transmit(now, &mut hdr) {
+        let mut b = hdr[..t.len].to_vec();
+        if let Some(seg) = t.payload {
+            b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
+        }
+        if let Ok(Packet::Ack(a)) = wire::decode(&b) {
+            hints.push(a.rate_hint_mbps);
+        }
+        p.hosts[1 - from].receive(now, &b, t.sport, false);
+    }
+    hints
+}
+
+#[test]
+fn new_data_is_paced_at_the_receivers_hint() {
+    let msgs = workload(4, 1, &[64 * 1024]);
+    let mut p = Pair::new(2, 1024, Channel::default(), 1);
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    // 100 Mbit/s: a 1024-byte packet (+ headers) every ~91 us.
+    p.hosts[1].conn.set_rate_hint(100);
+    exchange(&mut p, 0, 0);
+    let hints = exchange(&mut p, 1, 1_000);
+    assert!(hints.contains(&100), "{hints:?}");
+    assert_eq!(p.hosts[0].conn.pace_mbps(), 100);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let t0 = 2_000;
+    assert!(p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some());
+    assert!(
+        p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_none(),
+        "paced"
+    );
+    // (1024 + 120) bytes at 100 Mbit/s: 91.5 us.
+    assert!(p.hosts[0]
+        .conn
+        .poll_transmit(t0 + 85_000, &mut hdr)
+        .is_none());
+    assert!(p.hosts[0]
+        .conn
+        .next_timeout()
+        .is_some_and(|t| t <= t0 + 92_000));
+    assert!(p.hosts[0]
+        .conn
+        .poll_transmit(t0 + 92_000, &mut hdr)
+        .is_some());
+}
+
+#[test]
+fn marks_shrink_the_hint_by_at_most_an_eighth() {
+    let msgs = workload(8, 1, &[8 * 1024]);
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    p.hosts[1].conn.set_rate_hint(8000);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut hints = vec![];
+    let mut now = 0;
+    // Every data packet arrives marked; time moves past the pacer.
+    while let Some(t) = p.hosts[0].conn.poll_transmit(now, &mut hdr) {
+        let mut b = hdr[..t.len].to_vec();
+        let seg = t.payload.unwrap();
+        b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
+        p.hosts[1].receive(now, &b, t.sport, true);
+        hints.extend(exchange(&mut p, 1, now));
+        now += 5_000;
+    }
+    assert!(hints.len() > 4);
+    assert!(
+        hints.windows(2).all(|w| w[1] <= w[0]),
+        "falls as marks accumulate: {hints:?}"
+    );
+    let last = *hints.last().unwrap();
+    assert!(last < 8000 && last >= 7000, "{hints:?}");
+}
+
+#[test]
+fn an_announcement_is_an_ack_carrying_the_new_hint() {
+    let msgs = workload(1, 1, &[100]);
+    let mut p = Pair::new(2, 1024, Channel::default(), 1);
+    p.hosts[0].conn.post(msgs[0]).unwrap();
+    exchange(&mut p, 0, 0);
+    exchange(&mut p, 1, 0);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    assert!(p.hosts[1].conn.poll_transmit(0, &mut hdr).is_none());
+    p.hosts[1].conn.share_capacity(25_000, 5);
+    p.hosts[1].conn.announce();
+    let hints = exchange(&mut p, 1, 10);
+    assert_eq!(hints, [5_000]);
+    assert_eq!(p.hosts[0].conn.pace_mbps(), 5_000);
+}
