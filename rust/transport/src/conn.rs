@@ -55,6 +55,8 @@ pub const PORT_BASE: u16 = 49152;
 
 const SLOTS: usize = WINDOW as usize;
 const MAX_STRIKE_SHIFT: u8 = 6;
+/// Packets of idle time the pacer may make up in a burst.
+const PACE_CREDIT: u64 = 4;
 /// Fixed-point one of the CE share.
 const CE_ONE: u32 = 1024;
 const NAK_QUEUE: usize = 16;
@@ -619,11 +621,14 @@ impl<const P: usize> Connection<P> {
         self.rate_hint = mbps;
     }
 
-    /// The hint sent now: the share, less up to an eighth of it as arriving
-    /// packets are marked (a queue stands at our end: drain it, while every
-    /// sender stays within 20% of its share).
+    /// The hint sent now: the share, less up to an eighth of it when most
+    /// arriving packets are marked (a queue stands at our end: drain it, while
+    /// every sender stays within 20% of its share).
     fn hint_now(&self) -> u32 {
-        let cut = u64::from(self.rate_hint) * u64::from(self.ce_ewma) / u64::from(8 * CE_ONE);
+        // Only a standing queue (most arrivals marked) is the receiver's own:
+        // marks from a hot spot elsewhere are the paths' business.
+        let excess = self.ce_ewma.saturating_sub(CE_ONE / 2);
+        let cut = u64::from(self.rate_hint) * u64::from(excess) / u64::from(4 * CE_ONE);
         self.rate_hint - cut as u32
     }
 
@@ -1320,7 +1325,12 @@ impl<const P: usize> Connection<P> {
         if self.pace_mbps > 0 {
             // bits / (Mbit/s) = microseconds; * 1000 for nanoseconds.
             let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
-            self.next_send = self.next_send.max(now) + bits * 1_000 / u64::from(self.pace_mbps);
+            let gap = bits * 1_000 / u64::from(self.pace_mbps);
+            // Time the pacer could not use (no window, nothing posted) is
+            // credited up to PACE_CREDIT packets, so that the average reaches
+            // the share instead of losing every idle moment.
+            let floor = now.saturating_sub(gap * PACE_CREDIT);
+            self.next_send = self.next_send.max(floor) + gap;
         }
         // Ask for an ACK when this path or the connection cannot send more
         // right away, so the sender never waits on a delayed acknowledgement.
