@@ -274,6 +274,9 @@ struct TxPath {
     /// Route changes since the last progress: each doubles the timer, so a
     /// connection whose every route is down does not spin.
     strikes: u8,
+    /// When the current route last delivered (data out, ACKs back); 0: not
+    /// since the path moved to it.
+    acked_at: u64,
 }
 
 impl TxPath {
@@ -435,6 +438,7 @@ impl<const P: usize> Connection<P> {
             deadline: None,
             expiries: 0,
             strikes: 0,
+            acked_at: 0,
         });
         let rx = core::array::from_fn(|i| RxPath {
             seq: RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24)),
@@ -715,11 +719,29 @@ impl<const P: usize> Connection<P> {
         let initial = self.cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
         let seed = self.cfg.port_seed;
         let alone = self.cfg.paths == 1;
+        // After a new route failed too, take a route another path proved
+        // (both directions work there) instead of drawing again: a packet
+        // that stays on this path must not wait on more bad draws.
+        let n = self.n_paths();
+        let borrowed = self
+            .tx
+            .get(i)
+            .filter(|p| p.strikes > 0)
+            .and_then(|_| {
+                (0..n)
+                    .filter(|j| *j != i)
+                    .filter_map(|j| self.tx.get(j))
+                    .filter(|q| q.acked_at > 0)
+                    .max_by_key(|q| q.acked_at)
+            })
+            .filter(|q| now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt))
+            .map(|q| q.sport);
         let Some(p) = self.tx.get_mut(i) else {
             return;
         };
         p.epoch = p.epoch.wrapping_add(1);
-        p.sport = port_for(seed, i as u16, p.epoch);
+        p.sport = borrowed.unwrap_or_else(|| port_for(seed, i as u16, p.epoch));
+        p.acked_at = 0;
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
@@ -941,6 +963,7 @@ impl<const P: usize> Connection<P> {
         if out.newly_acked > 0 {
             p.expiries = 0;
             p.strikes = 0;
+            p.acked_at = now.max(1);
             p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt));
         }
         for m in finished.into_iter().take(n_finished) {

@@ -198,7 +198,7 @@ impl MetaRoceHost {
         active: u32,
         tx: &mut Vec<Datagram>,
     ) {
-        let peers: Vec<u32> = self
+        let mut peers: Vec<u32> = self
             .peers
             .iter()
             .filter(|(id, p)| {
@@ -206,6 +206,8 @@ impl MetaRoceHost {
             })
             .map(|(id, _)| *id)
             .collect();
+        // In a fixed order: the same seed gives the same run.
+        peers.sort_unstable();
         for id in peers {
             if let Some(p) = self.peers.get_mut(&id) {
                 p.conn.share_capacity(capacity_mbps, active);
