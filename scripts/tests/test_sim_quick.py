@@ -24,7 +24,6 @@ def run(scenario):
     if r.returncode != 0:
         raise AssertionError(f"exit {r.returncode}: {r.stderr[-2000:]}")
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    print(r.stdout.strip().splitlines()[:-1])
     return summary
 
 

@@ -66,7 +66,6 @@ class NoPanicCheck(unittest.TestCase):
         dis = subprocess.run(["objdump", "-dr", "--no-show-raw-insn", lib],
                              capture_output=True, text=True, check=True).stdout
         r = run_check(dis)
-        print(r.stdout)
         self.assertEqual(r.returncode, 0, r.stdout)
         self.assertIn("entry points", r.stdout)
 
