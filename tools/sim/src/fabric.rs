@@ -233,14 +233,16 @@ impl Fabric {
         let mut links = Vec::with_capacity((per_plane * cfg.planes) as usize);
         let (k, lim, prop) = (cfg.ecn_k, cfg.drop_limit, cfg.prop_ns);
         for plane in 0..cfg.planes {
-            // Host ports: the NIC's transmit queue, large and lossless.
+            // Host ports: the NIC's transmit queue, large and lossless; it
+            // marks CE above the same threshold as a switch (the NIC's own
+            // congestion signal: the transport chooses the port).
             for h in 0..n {
                 let leaf = h / cfg.hosts_per_leaf;
                 links.push(Link::new(
                     To::Leaf { plane, leaf },
                     cfg.host_bps,
                     prop,
-                    u64::MAX,
+                    k,
                     u64::MAX,
                 ));
             }
