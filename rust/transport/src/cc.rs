@@ -36,6 +36,7 @@ pub struct Aimd {
 
 impl Aimd {
     /// A window of `initial` packets that never exceeds `max` packets.
+    #[allow(clippy::manual_clamp)]
     pub fn new(initial: u32, max: u32) -> Self {
         // max/min instead of clamp: clamp has a panic path for min > max.
         let max = max.max(MIN_WINDOW).min(u32::MAX >> SHIFT);

@@ -378,6 +378,8 @@ pub struct Connection<const P: usize> {
     /// Whether new data waits for the pacer (then it is a timer).
     paced: bool,
     progress: (u32, u32),
+    /// The message our receiver rejected last: every ACK carries it.
+    rejected: Option<(u32, u32, NakCode)>,
     /// Whether every path has an RTT estimate.
     all_sampled: bool,
     /// The path that last brought data (ACKs for announcements go there).
@@ -483,6 +485,7 @@ impl<const P: usize> Connection<P> {
             next_send: 0,
             paced: false,
             progress: (0, 0),
+            rejected: None,
             all_sampled: false,
             last_rx_path: None,
             rtt: Rtt::new(),
@@ -592,6 +595,10 @@ impl<const P: usize> Connection<P> {
     /// Rejects a message whose packet arrived on `path`: a NAK goes out
     /// before further acknowledgements. Returns false if the NAK queue is full.
     pub fn reject(&mut self, path: u16, stream: u32, msn: u32, code: NakCode) -> bool {
+        // Every ACK from now on names the rejection, so no ACK of the
+        // message's packets reaches the sender without it, even if every NAK
+        // is lost.
+        self.rejected = Some((stream, msn, code));
         let n = usize::from(self.nak_len);
         let Some(slot) = self.naks.get_mut(n) else {
             return false;
@@ -865,6 +872,11 @@ impl<const P: usize> Connection<P> {
     }
 
     fn on_ack(&mut self, path: usize, ack: &AckHeader, now: u64) -> Result<(), RecvError> {
+        if let Some(code) = ack.status {
+            // Before crediting: the rejected message must not complete as a
+            // success. Repeated statuses find nothing (already handled).
+            let _ = self.fail_message(ack.stream, ack.stream_msn, code);
+        }
         let sack = Bits256::from_bytes(&ack.sack);
         let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let out = match p.seq.on_ack(ack.common.psn, &sack) {
@@ -977,17 +989,22 @@ impl<const P: usize> Connection<P> {
     }
 
     fn on_nak(&mut self, nak: &NakHeader) -> Result<(), RecvError> {
+        self.fail_message(nak.stream, nak.msn, nak.code)
+    }
+
+    /// The receiver rejected message `msn` of `stream` with `code`.
+    fn fail_message(&mut self, stream: u32, msn: u32, code: NakCode) -> Result<(), RecvError> {
         let i = self
             .msgs
             .iter()
             .position(|m| {
                 matches!(m.state, MsgState::Active | MsgState::Done)
-                    && m.msg.stream == nak.stream
-                    && m.msg.msn == nak.msn
+                    && m.msg.stream == stream
+                    && m.msg.msn == msn
             })
             .ok_or(RecvError::Nak)?;
         let m = self.msgs.get_mut(i).ok_or(RecvError::Nak)?;
-        m.error = Some(nak.code);
+        m.error = Some(code);
         // Stop cutting it; it completes once what was sent is acknowledged.
         m.packets = m.sent_packets;
         if m.acked == m.sent_packets {
@@ -1121,8 +1138,9 @@ impl<const P: usize> Connection<P> {
             sack: sack.to_bytes(),
             ecn_ce: ce,
             rate_hint_mbps: hint,
-            stream: self.progress.0,
-            stream_msn: self.progress.1,
+            status: self.rejected.map(|r| r.2),
+            stream: self.rejected.map_or(self.progress.0, |r| r.0),
+            stream_msn: self.rejected.map_or(self.progress.1, |r| r.1),
         };
         let len = wire::encode_ack(&ack, buf).ok()?;
         self.stats.tx_acks += 1;

@@ -195,6 +195,7 @@ pub struct DataHeader {
 
 impl DataHeader {
     /// Encoded length of this header, common header included.
+    #[allow(clippy::len_without_is_empty)] // a header is never empty
     pub fn len(&self) -> usize {
         COMMON_LEN
             + DATA_FIXED_LEN
@@ -218,8 +219,13 @@ pub struct AckHeader {
     pub ecn_ce: u16,
     /// The receiver's fair share for this sender, in Mbit/s (0: no hint).
     pub rate_hint_mbps: u32,
+    /// `None`: `stream`/`stream_msn` report progress. Otherwise the receiver
+    /// rejected message `stream_msn` of `stream` with this code: every ACK
+    /// carries it from then on, so no acknowledgement of that message's
+    /// packets can reach the sender without it.
+    pub status: Option<NakCode>,
     /// Progress of one stream: every message of `stream` below `msn` is
-    /// delivered and may be completed.
+    /// delivered and may be completed (or the rejected message, see `status`).
     pub stream: u32,
     /// See `stream`.
     pub stream_msn: u32,
@@ -477,13 +483,18 @@ fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
     }
     let sack = r.take::<{ SACK_BITS / 8 }>()?;
     let ecn_ce = r.u16()?;
-    if r.u16()? != 0 {
+    let status = match r.u8()? {
+        0 => None,
+        c => Some(nak_code(c)?),
+    };
+    if r.u8()? != 0 {
         return Err(DecodeError::Reserved);
     }
     let ack = AckHeader {
         common,
         sack,
         ecn_ce,
+        status,
         rate_hint_mbps: r.u32()?,
         stream: r.u32()?,
         stream_msn: r.u32()?,
@@ -494,18 +505,21 @@ fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
     Ok(Packet::Ack(ack))
 }
 
+fn nak_code(c: u8) -> Result<NakCode, DecodeError> {
+    match c {
+        1 => Ok(NakCode::RemoteAccess),
+        2 => Ok(NakCode::InvalidRequest),
+        3 => Ok(NakCode::ReceiverNotReady),
+        4 => Ok(NakCode::RemoteOperation),
+        _ => Err(DecodeError::NakCode(c)),
+    }
+}
+
 fn decode_nak(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
     if common.flags != 0 {
         return Err(DecodeError::Flags(common.flags));
     }
-    let c = r.u8()?;
-    let code = match c {
-        1 => NakCode::RemoteAccess,
-        2 => NakCode::InvalidRequest,
-        3 => NakCode::ReceiverNotReady,
-        4 => NakCode::RemoteOperation,
-        _ => return Err(DecodeError::NakCode(c)),
-    };
+    let code = nak_code(r.u8()?)?;
     if r.take::<3>()? != [0; 3] {
         return Err(DecodeError::Reserved);
     }
@@ -601,7 +615,7 @@ pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError>
     let mut w = start_control(&ack.common, PacketType::Ack, ACK_LEN, out)?;
     w.put(&ack.sack);
     w.put(&ack.ecn_ce.to_be_bytes());
-    w.put(&[0, 0]);
+    w.put(&[ack.status.map_or(0, |c| c as u8), 0]);
     for v in [ack.rate_hint_mbps, ack.stream, ack.stream_msn] {
         w.put(&v.to_be_bytes());
     }
@@ -775,6 +789,7 @@ mod tests {
             common: common(PacketType::Ack, 0),
             sack,
             ecn_ce: 5,
+            status: None,
             rate_hint_mbps: 25_000,
             stream: 9,
             stream_msn: 4,

@@ -140,8 +140,11 @@ proptest! {
 
     #[test]
     fn ack_round_trips(c in common(PacketType::Ack, 0), sack in any::<[u8; 32]>(),
-                       ecn in any::<u16>(), rest in any::<[u32; 3]>()) {
-        let ack = AckHeader { common: c, sack, ecn_ce: ecn, rate_hint_mbps: rest[0],
+                       ecn in any::<u16>(), rest in any::<[u32; 3]>(),
+                       status in prop_oneof![Just(None),
+                                             Just(Some(NakCode::RemoteAccess)),
+                                             Just(Some(NakCode::ReceiverNotReady))]) {
+        let ack = AckHeader { common: c, sack, ecn_ce: ecn, status, rate_hint_mbps: rest[0],
                               stream: rest[1], stream_msn: rest[2] };
         let mut buf = [0u8; 64];
         let n = encode_ack(&ack, &mut buf).unwrap();

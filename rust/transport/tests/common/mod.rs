@@ -65,6 +65,8 @@ pub struct Channel {
     pub blackhole: Option<u16>,
     /// Mark CE on this share of data packets, per mille.
     pub ce: u32,
+    /// Lose every NAK packet.
+    pub drop_naks: bool,
 }
 
 impl Default for Channel {
@@ -77,6 +79,7 @@ impl Default for Channel {
             jitter: 0,
             blackhole: None,
             ce: 0,
+            drop_naks: false,
         }
     }
 }
@@ -246,7 +249,12 @@ impl Pair {
     fn emit(&mut self, from: usize, bytes: Vec<u8>, sport: u16, is_data: bool) {
         self.sent[from] += 1;
         let c = self.chan;
-        if c.blackhole.is_some_and(|b| sport % 8 == b) || self.rng.chance(c.loss) {
+        let nak = c.drop_naks
+            && matches!(
+                metaroce_transport::wire::decode(&bytes),
+                Ok(metaroce_transport::wire::Packet::Nak(_))
+            );
+        if nak || c.blackhole.is_some_and(|b| sport % 8 == b) || self.rng.chance(c.loss) {
             self.dropped += 1;
             return;
         }
