@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! One path of a connection: its own packet sequence, a window of at most 256
-//! packets in flight (so the ACK's 256-bit SACK covers all of them), and loss
-//! detection from holes in the SACK bitmap.
-//!
-//! A hole below the highest selectively acknowledged packet of a path is a
-//! loss, not reordering: a path is one route, which delivers in order. The
-//! sender retransmits exactly that packet, with the same PSN, on the same path.
+//! packets in flight (so the ACK's 256-bit SACK covers all of them), the
+//! sender's scoreboard of what was acknowledged and the receiver's bitmap of
+//! what arrived. Which unacknowledged packets are lost is the connection's
+//! call (`conn.rs`: by transmission order, so a lost retransmission is found
+//! too); it resends exactly those, with their PSN, on this path.
 
 // `super`, not `crate`: the kernel module includes this crate as a module.
 use super::seq::{before, Bits256, BITS};
@@ -32,20 +31,6 @@ pub struct AckOutcome {
     pub acked: Bits256,
     /// The PSN of bit 0 of `acked` (the oldest PSN unacknowledged before).
     pub acked_base: u32,
-    /// Packets found lost by this ACK (holes), reported once each: the caller
-    /// retransmits them. Relative to `lost_base`: bit `i` is PSN `lost_base + i`.
-    pub lost: Bits256,
-    /// The PSN of bit 0 of `lost`.
-    pub lost_base: u32,
-}
-
-impl AckOutcome {
-    /// The lost PSNs, lowest first.
-    pub fn lost_psns(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..BITS)
-            .filter(|i| self.lost.get(*i))
-            .map(|i| self.lost_base.wrapping_add(i))
-    }
 }
 
 /// Sender side of a path.
@@ -57,8 +42,6 @@ pub struct SendPath {
     una: u32,
     /// Bit `i`: PSN `una + i` was selectively acknowledged.
     sacked: Bits256,
-    /// Bit `i`: PSN `una + i` was reported lost and not acknowledged since.
-    reported: Bits256,
 }
 
 impl SendPath {
@@ -68,7 +51,6 @@ impl SendPath {
             next: initial_psn,
             una: initial_psn,
             sacked: Bits256::EMPTY,
-            reported: Bits256::EMPTY,
         }
     }
 
@@ -127,7 +109,6 @@ impl SendPath {
             }
         }
         self.sacked.shift_down(advance);
-        self.reported.shift_down(advance);
         self.una = cum;
         // Selective part: bit i is PSN cum + 1 + i, i.e. offset i + 1 from una.
         let sent = self.in_flight();
@@ -141,29 +122,7 @@ impl SendPath {
                 out.acked.set(off + advance);
             }
         }
-        // Holes below the highest SACKed packet are losses.
-        out.lost_base = self.una;
-        if let Some(top) = self.sacked.highest() {
-            for off in 0..top {
-                if !self.sacked.get(off) && !self.reported.set(off) {
-                    out.lost.set(off);
-                }
-            }
-        }
         Ok(out)
-    }
-
-    /// Forgets that `psn` was reported lost, so that a later ACK can report it
-    /// again (after its retransmission was lost too, found by the timer).
-    pub fn rearm_loss(&mut self, psn: u32) {
-        let off = psn.wrapping_sub(self.una);
-        if off < BITS {
-            let mut keep = Bits256::EMPTY;
-            for i in (0..BITS).filter(|i| *i != off && self.reported.get(*i)) {
-                keep.set(i);
-            }
-            self.reported = keep;
-        }
     }
 }
 
@@ -250,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hole_is_reported_once_and_exactly() {
+    fn an_ack_reports_exactly_the_newly_acknowledged_psns() {
         let mut s = SendPath::new(100);
         let mut r = RecvPath::new(100);
         let psns: [u32; 5] = core::array::from_fn(|_| s.send().unwrap());
@@ -265,11 +224,11 @@ mod tests {
         assert_eq!(out.newly_acked, 4);
         assert_eq!(out.acked_base, 100);
         assert!(out.acked.ones().eq([0, 2, 3, 4]));
-        assert!(out.lost_psns().eq([101]));
+        assert!(!s.is_acked(101) && s.is_acked(102));
         // The same ACK again reports nothing new.
         let again = s.on_ack(cum, &sack).unwrap();
         assert_eq!(again.newly_acked, 0);
-        assert_eq!(again.lost_psns().count(), 0);
+        assert!(again.acked.is_empty());
         // The retransmission fills the hole; everything is acknowledged.
         assert_eq!(r.on_data(101, false), Arrival::New);
         let (cum, sack, _) = r.take_ack();
@@ -282,15 +241,16 @@ mod tests {
     }
 
     #[test]
-    fn tail_packets_are_not_declared_lost() {
+    fn the_cumulative_point_moves_the_window() {
         let mut s = SendPath::new(0);
         for _ in 0..3 {
             s.send();
         }
-        // Only PSN 0 arrived: 1 and 2 are in flight, not lost (no SACK above).
+        // Only PSN 0 arrived: 1 and 2 are still in flight.
         let out = s.on_ack(1, &Bits256::EMPTY).unwrap();
-        assert_eq!(out.lost_psns().count(), 0);
+        assert_eq!(out.newly_acked, 1);
         assert_eq!(s.oldest_unacked(), Some(1));
+        assert_eq!(s.in_flight(), 2);
     }
 
     #[test]
@@ -320,20 +280,5 @@ mod tests {
         assert_eq!((cum, ce), (1, 1));
         assert!(sack.get(0), "PSN 2 = cum + 1 + 0");
         assert_eq!(r.take_ack().2, 0, "the CE count resets");
-    }
-
-    #[test]
-    fn lost_retransmission_can_be_reported_again() {
-        let mut s = SendPath::new(0);
-        for _ in 0..3 {
-            s.send();
-        }
-        let mut sack = Bits256::EMPTY;
-        sack.set(1); // PSN 2 arrived, 0 and 1 missing
-        let out = s.on_ack(0, &sack).unwrap();
-        assert!(out.lost_psns().eq([0, 1]));
-        s.rearm_loss(1);
-        let out = s.on_ack(0, &sack).unwrap();
-        assert!(out.lost_psns().eq([1]));
     }
 }
