@@ -16,21 +16,23 @@
 //!
 //! Sender: a message is cut into packets of at most `max_payload` bytes; each
 //! new packet goes to the path with the most free window (per-path AIMD) while
-//! the connection's own AIMD window (capped by the receiver's rate hint) has
-//! room. A packet is lost when a packet sent after it on the same path was
-//! acknowledged (a path is one route and delivers in order), or when the
+//! the connection's AIMD window has room and the pacer (the receiver's rate
+//! hint) allows. A packet is lost when a packet sent after it on the same path
+//! was acknowledged (a path is one route and delivers in order), or when the
 //! path's probe timer finds it unacknowledged; it is resent at once with its
-//! PSN on its path. Two consecutive retransmission timeouts without progress
-//! mark the path failed: it moves to a new UDP source port (a new route) and
-//! its unacknowledged packets are relocated to the other paths, carrying their
-//! origin so that the receiver drops a late original. ECN CE echoes halve the
-//! path's and the connection's windows (once per window of data); losses alone
-//! do not, since on these fabrics loss is rarely congestion.
+//! PSN on its path. A probe that goes unanswered fails the path: it moves to a
+//! new UDP source port (a new route) and its unacknowledged packets are
+//! relocated to the other paths, carrying their origin so that the receiver
+//! drops a late original. An ECN CE echo halves the path's window (once per
+//! window of data) and takes the same amount off the connection's; losses
+//! alone do not, since on these fabrics loss is rarely congestion.
 //!
 //! Receiver: each path keeps its bitmap of received PSNs (duplicates are
 //! dropped), acknowledges every second packet or at once when asked, on a hole,
-//! on a CE mark or on a duplicate, and echoes the sender's timestamp. Placement
-//! and in-order completion per stream are the caller's (see `stream`).
+//! on a CE mark or on a duplicate, and echoes the sender's timestamp; every ACK
+//! carries the fair-share hint and the latest rejection. Placement and
+//! in-order completion per stream are the caller's (see `stream`).
+//! `Documentation/transport.md` tells the whole design.
 
 use super::cc::{fair_share, pick_path, window_for_rate, Aimd};
 use super::framing::HEADER_OVERHEAD;

@@ -3,15 +3,14 @@
 //! The MetaRoCE transport core: sans-IO, `no_std`, no allocation.
 //!
 //! The kernel module includes this crate's source unchanged (see
-//! `rust/metaroce.rs`); `cargo test` here runs its unit tests in user space.
-//! Today: framing facts (`framing`), the wire codec (`wire`), wrapping
-//! sequence numbers and the 256-bit window bitmap (`seq`), per-path sequence,
-//! SACK and loss state (`path`), the RTT/RTO estimator (`rtt`) and the
-//! congestion-control building blocks (`cc`: AIMD windows, the receiver's fair
-//! share, path choice) and in-order completion of a stream's messages
-//! (`stream`). Connections, the sender side of streams and the event-driven
-//! state machine that ties them together arrive with the issue "The MetaRoCE
-//! transport core".
+//! `rust/metaroce.rs`); `cargo test` here runs its tests in user space and the
+//! simulator (`tools/sim`) runs it on thousands of simulated hosts. It holds
+//! framing facts (`framing`), the wire codec (`wire`), wrapping sequence
+//! numbers and the 256-bit window bitmap (`seq`), per-path sequence and SACK
+//! state (`path`), the RTT estimator (`rtt`), congestion-control building
+//! blocks (`cc`), in-order completion of a stream's messages (`stream`) and the
+//! connection state machine that ties them together (`conn`). See
+//! `Documentation/transport.md`.
 //!
 //! Modules refer to each other with `super::`, never `crate::`: inside the
 //! kernel module this crate is itself a module (`crate::transport`).
