@@ -5,6 +5,7 @@
 
 pub(crate) mod device;
 pub(crate) mod link;
+mod transport_kunit;
 
 use crate::abstractions::device::DeviceSet;
 use device::MrDevice;
