@@ -25,6 +25,13 @@ pub fn criterion(what: &str, value: f64, op: &str, threshold: f64) -> Value {
     json!({ "what": what, "value": round(value), "op": op, "threshold": threshold, "pass": pass })
 }
 
+/// Whether every criterion of a `{name: criterion}` object passes.
+pub fn all_pass(criteria: &Value) -> bool {
+    criteria
+        .as_object()
+        .is_some_and(|m| m.values().all(|c| c["pass"] == true))
+}
+
 /// Rounds to 4 significant decimals for the summary.
 pub fn round(x: f64) -> f64 {
     if !x.is_finite() {

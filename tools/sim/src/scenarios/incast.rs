@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use super::{build, port_goodput_bps, progress, run_report, Ctx, MS, US};
 use crate::fabric::{FabricConfig, Ns};
-use crate::report::{criterion, jain, plot, round, write_csv, Plot, Series};
+use crate::report::{all_pass, criterion, jain, plot, round, write_csv, Plot, Series};
 use crate::transports::Flow;
 
 pub const SENDERS: u32 = 32;
@@ -167,11 +167,7 @@ pub fn run(ctx: &Ctx) -> Result<Value, String> {
             "no_drop_at_bottleneck": criterion("tail drops at the bottleneck queue", drops as f64, "==", 0.0),
             "integrity": criterion("integrity errors", errors as f64, "==", 0.0),
         });
-        let pass = criteria
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|c| c["pass"] == true);
+        let pass = all_pass(&criteria);
         per_kind.insert(
             kind.name().into(),
             json!({

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{build, port_goodput_bps, progress, run_report, Ctx, MS};
 use crate::fabric::FabricConfig;
-use crate::report::{criterion, plot, round, write_csv, Plot, Series};
+use crate::report::{all_pass, criterion, plot, round, write_csv, Plot, Series};
 use crate::transports::Flow;
 
 pub const LOSSES: [f64; 5] = [0.0, 0.001, 0.01, 0.05, 0.10];
@@ -91,11 +91,7 @@ pub fn run(ctx: &Ctx) -> Result<Value, String> {
             "integrity": criterion("integrity errors over all runs",
                 results.iter().map(|r| r["run"]["integrity_errors"].as_u64().unwrap_or(1)).sum::<u64>() as f64, "==", 0.0),
         });
-        let pass = criteria
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|c| c["pass"] == true);
+        let pass = all_pass(&criteria);
         per_kind.insert(
             kind.name().into(),
             json!({ "points": results, "criteria": criteria, "pass": pass }),

@@ -9,11 +9,14 @@ pub mod planes;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use rand::Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
 use crate::fabric::{Fabric, FabricConfig, Ns};
 use crate::sim::Sim;
-use crate::transports::{make, EndpointConfig, Kind};
+use crate::transports::{make, EndpointConfig, Flow, Kind};
 
 /// Payload bytes per full packet.
 pub const MTU_PAYLOAD: u32 = 4096;
@@ -33,6 +36,31 @@ pub struct Ctx {
 
 pub const US: Ns = 1_000;
 pub const MS: Ns = 1_000_000;
+
+/// All-to-all traffic among `hosts`: one unbounded flow of `msg_size`-byte
+/// messages per ordered pair, ids in (src, dst) order, each starting at a
+/// random time in [0, 10 us) drawn from `rng_seed`. Returns the flow count.
+pub fn add_all_to_all(sim: &mut Sim, hosts: u32, msg_size: u32, rng_seed: u64) -> usize {
+    let mut rng = ChaCha8Rng::seed_from_u64(rng_seed);
+    let mut id = 0;
+    for src in 0..hosts {
+        for dst in 0..hosts {
+            if src != dst {
+                let start = rng.gen_range(0..10 * US);
+                sim.add_flow(Flow {
+                    id,
+                    src,
+                    dst,
+                    bytes: u64::MAX,
+                    msg_size,
+                    start,
+                });
+                id += 1;
+            }
+        }
+    }
+    id as usize
+}
 
 /// A simulation of `kind` on the fabric `fc`, with the endpoint configuration
 /// every transport gets.

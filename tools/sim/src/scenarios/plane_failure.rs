@@ -11,15 +11,11 @@
 
 use std::time::Instant;
 
-use rand::Rng;
-use rand_chacha::rand_core::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
-use super::{build, progress, run_report, Ctx, MS, US};
+use super::{add_all_to_all, build, progress, run_report, Ctx, MS, US};
 use crate::fabric::{FabricConfig, Ns};
-use crate::report::{criterion, plot, round, write_csv, Plot, Series};
-use crate::transports::Flow;
+use crate::report::{all_pass, criterion, plot, round, write_csv, Plot, Series};
 
 pub const HOSTS: u32 = 32;
 pub const PLANES: u32 = 4;
@@ -43,25 +39,7 @@ pub fn run(ctx: &Ctx) -> Result<Value, String> {
     for &kind in &ctx.kinds {
         let (mut sim, ec) = build(kind, fc.clone(), ctx.seed)?;
         let started = Instant::now();
-        let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ 0x6661_696c);
-        let mut id = 0;
-        for src in 0..HOSTS {
-            for dst in 0..HOSTS {
-                if src != dst {
-                    let start = rng.gen_range(0..10 * US);
-                    sim.add_flow(Flow {
-                        id,
-                        src,
-                        dst,
-                        bytes: u64::MAX,
-                        msg_size: 16 * 1024,
-                        start,
-                    });
-                    id += 1;
-                }
-            }
-        }
-        let flows = id as usize;
+        let flows = add_all_to_all(&mut sim, HOSTS, 16 * 1024, ctx.seed ^ 0x6661_696c);
         let total = |sim: &crate::sim::Sim| -> u64 { (0..flows).map(|i| sim.delivered(i)).sum() };
         let mut cum = vec![0u64]; // delivered at k * DT
         let mut rto = ec.rto_ns;
@@ -156,11 +134,7 @@ pub fn run(ctx: &Ctx) -> Result<Value, String> {
                 "flows that delivered nothing in the last quarter of the run (their messages are stuck)", stalled as f64, "==", 0.0),
             "no_message_duplicated_or_misordered": criterion("integrity errors", errors as f64, "==", 0.0),
         });
-        let pass = criteria
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|c| c["pass"] == true);
+        let pass = all_pass(&criteria);
         per_kind.insert(
             kind.name().into(),
             json!({

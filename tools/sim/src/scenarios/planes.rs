@@ -5,15 +5,11 @@
 
 use std::time::Instant;
 
-use rand::Rng;
-use rand_chacha::rand_core::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
-use super::{build, port_goodput_bps, progress, run_report, Ctx, MS, US};
+use super::{add_all_to_all, build, port_goodput_bps, progress, run_report, Ctx, MS};
 use crate::fabric::FabricConfig;
 use crate::report::{criterion, criterion_within, plot, round, write_csv, Plot, Series};
-use crate::transports::Flow;
 
 pub const PLANES: [u32; 4] = [1, 2, 4, 8];
 pub const HOSTS: u32 = 64;
@@ -42,25 +38,7 @@ pub fn run(ctx: &Ctx) -> Result<Value, String> {
             };
             let (mut sim, ec) = build(kind, fc, ctx.seed)?;
             let started = Instant::now();
-            let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ 0x706c_616e_6573);
-            let mut id = 0;
-            for src in 0..HOSTS {
-                for dst in 0..HOSTS {
-                    if src != dst {
-                        let start = rng.gen_range(0..10 * US);
-                        sim.add_flow(Flow {
-                            id,
-                            src,
-                            dst,
-                            bytes: u64::MAX,
-                            msg_size: 16 * 1024,
-                            start,
-                        });
-                        id += 1;
-                    }
-                }
-            }
-            let flows = id as usize;
+            let flows = add_all_to_all(&mut sim, HOSTS, 16 * 1024, ctx.seed ^ 0x706c_616e_6573);
             sim.run_until(warm);
             let d0: u64 = (0..flows).map(|i| sim.delivered(i)).sum();
             sim.run_until(warm + dur);
