@@ -80,11 +80,6 @@ impl Aimd {
         self.cwnd = self.cwnd.saturating_sub(cut).max(MIN_WINDOW << SHIFT);
     }
 
-    /// A retransmission timeout: back to the smallest window.
-    pub fn collapse(&mut self) {
-        self.cwnd = MIN_WINDOW << SHIFT;
-    }
-
     /// Caps the window at `packets` (the receiver's hint); never below the
     /// minimum.
     pub fn cap(&mut self, packets: u32) {

@@ -98,12 +98,6 @@ impl Rtt {
         pto.min(u64::from(self.rto_us())) as u32
     }
 
-    /// Forgets the backoff (the path moved to a new route whose round trip
-    /// is expected to be like the old one's).
-    pub fn clear_backoff(&mut self) {
-        self.backoff = 0;
-    }
-
     /// A retransmission timer fired: double the timeout (up to a limit).
     pub fn on_timeout(&mut self) {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
