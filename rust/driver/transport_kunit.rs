@@ -35,6 +35,7 @@ mod tests {
                 rkey: 0x1234,
                 addr: 0xffff_8000_0000_1000,
             }),
+            rsn: 0,
             imm: Some(0xcafe),
             atomic: None,
             origin: None,

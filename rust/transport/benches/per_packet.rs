@@ -38,6 +38,7 @@ fn run(packets: u64) -> (Duration, Duration, u64) {
                 msn: msn / 4,
                 len: 16 * u32::from(PAYLOAD),
                 remote: Some(Remote { rkey: 1, addr: 0 }),
+                rsn: 0,
                 imm: None,
                 atomic: None,
             };

@@ -21,6 +21,23 @@ const SHIFT: u32 = 8;
 /// Smallest window, in packets.
 pub const MIN_WINDOW: u32 = 2;
 
+/// `min` and `max` for constant contexts.
+const fn umin(a: u32, b: u32) -> u32 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+const fn umax(a: u32, b: u32) -> u32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// One AIMD window (used per path and per connection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Aimd {
@@ -37,11 +54,11 @@ pub struct Aimd {
 impl Aimd {
     /// A window of `initial` packets that never exceeds `max` packets.
     #[allow(clippy::manual_clamp)]
-    pub fn new(initial: u32, max: u32) -> Self {
+    pub const fn new(initial: u32, max: u32) -> Self {
         // max/min instead of clamp: clamp has a panic path for min > max.
-        let max = max.max(MIN_WINDOW).min(u32::MAX >> SHIFT);
+        let max = umin(umax(max, MIN_WINDOW), u32::MAX >> SHIFT);
         Self {
-            cwnd: initial.max(MIN_WINDOW).min(max) << SHIFT,
+            cwnd: umin(umax(initial, MIN_WINDOW), max) << SHIFT,
             max: max << SHIFT,
             recover: 0,
             recovering: false,

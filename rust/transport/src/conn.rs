@@ -116,6 +116,9 @@ pub struct Message {
     pub stream: u32,
     /// Its sequence number in the stream (consecutive per stream).
     pub msn: u32,
+    /// Send and Send with Immediate: low 8 bits of the receive it consumes
+    /// (Sends of the stream counted from 0); 0 otherwise.
+    pub rsn: u8,
     /// Its length in bytes (for Read: the bytes asked for; atomics: 8).
     pub len: u32,
     /// Remote key and address, for operations that have them.
@@ -228,6 +231,22 @@ pub struct Stats {
     pub rx_errors: u64,
 }
 
+impl Stats {
+    /// All counters zero.
+    pub const EMPTY: Self = Self {
+        tx_data: 0,
+        retransmits: 0,
+        relocations: 0,
+        path_moves: 0,
+        timeouts: 0,
+        tx_acks: 0,
+        rx_data: 0,
+        rx_duplicates: 0,
+        ce_echoed: 0,
+        rx_errors: 0,
+    };
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum SlotState {
     #[default]
@@ -253,7 +272,7 @@ struct TxSlot {
     order: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct TxPath {
     seq: SendPath,
     slots: [TxSlot; SLOTS],
@@ -297,7 +316,7 @@ impl TxPath {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct RxPath {
     seq: RecvPath,
     sport: u16,
@@ -339,6 +358,7 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
         msn: 0,
         len: 0,
         remote: None,
+        rsn: 0,
         imm: None,
         atomic: None,
     },
@@ -348,8 +368,61 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
     error: None,
 };
 
+const TX_PATH_EMPTY: TxPath = TxPath {
+    seq: SendPath::new(0),
+    slots: [TX_SLOT_EMPTY; SLOTS],
+    cc: Aimd::new(0, 0),
+    rtt: Rtt::new(),
+    sport: 0,
+    epoch: 0,
+    outstanding: 0,
+    resend: Bits256::EMPTY,
+    relocate: Bits256::EMPTY,
+    next_order: 0,
+    delivered: 0,
+    deadline: None,
+    expiries: 0,
+    strikes: 0,
+    acked_at: 0,
+};
+
+const TX_SLOT_EMPTY: TxSlot = TxSlot {
+    state: SlotState::Free,
+    msg: 0,
+    gen: 0,
+    offset: 0,
+    len: 0,
+    last: false,
+    origin: None,
+    order: 0,
+};
+
+const RX_PATH_EMPTY: RxPath = RxPath {
+    seq: RecvPath::new(0),
+    sport: 0,
+    unacked: 0,
+    due: false,
+    ack_at: None,
+    echo: 0,
+};
+
+const EMPTY_NAK: NakHeader = NakHeader {
+    common: Common {
+        ptype: PacketType::Nak,
+        flags: 0,
+        path: 0,
+        conn: 0,
+        psn: 0,
+        timestamp: 0,
+    },
+    code: NakCode::RemoteOperation,
+    stream: 0,
+    msn: 0,
+};
+
 /// One connection with room for `P` paths.
-#[derive(Clone, Debug)]
+/// `Copy` lets a kernel build one in place from [`Connection::EMPTY`].
+#[derive(Clone, Copy, Debug)]
 pub struct Connection<const P: usize> {
     cfg: Config,
     tx: [TxPath; P],
@@ -421,78 +494,64 @@ fn packets_of(msg: &Message, max_payload: u16) -> u32 {
 impl<const P: usize> Connection<P> {
     /// A connection set up as `cfg` says (`cfg.paths` is clamped to 1..=P).
     pub fn new(cfg: Config) -> Self {
+        let mut c = Self::EMPTY;
+        c.configure(cfg);
+        c
+    }
+
+    /// A connection with no configuration, to be [`Self::configure`]d. It is a
+    /// constant so that a large connection can be built where it will live (a
+    /// kernel copies it from a static into the heap and configures it there)
+    /// instead of on the stack.
+    pub const EMPTY: Self = Self {
+        cfg: Config::new(0, 0, 1, 1),
+        tx: [TX_PATH_EMPTY; P],
+        rx: [RX_PATH_EMPTY; P],
+        cc: Aimd::new(0, 0),
+        outstanding: 0,
+        sent_total: 0,
+        acked_total: 0,
+        msgs: [EMPTY_MSG; MAX_MESSAGES],
+        next_gen: 0,
+        cursor: None,
+        done: [0; MAX_MESSAGES],
+        done_head: 0,
+        done_len: 0,
+        naks: [EMPTY_NAK; NAK_QUEUE],
+        nak_len: 0,
+        rate_hint: 0,
+        ce_ewma: 0,
+        pace_mbps: 0,
+        next_send: 0,
+        paced: false,
+        progress: (0, 0),
+        rejected: None,
+        all_sampled: false,
+        last_rx_path: None,
+        rtt: Rtt::new(),
+        stats: Stats::EMPTY,
+    };
+
+    /// Sets up a connection that is still [`Self::EMPTY`] as `cfg` says, in
+    /// place (`cfg.paths` is clamped to 1..=P).
+    pub fn configure(&mut self, cfg: Config) {
         let cfg = Config {
             paths: cfg.paths.clamp(1, P.min(usize::from(u16::MAX)) as u16),
             max_payload: cfg.max_payload.max(1),
             ..cfg
         };
         let initial = cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
-        let tx = core::array::from_fn(|i| TxPath {
-            seq: SendPath::new(cfg.tx_isn.wrapping_add((i as u32) << 24)),
-            slots: [TxSlot::default(); SLOTS],
-            cc: Aimd::new(initial, WINDOW),
-            rtt: Rtt::new(),
-            sport: port_for(cfg.port_seed, i as u16, 0),
-            epoch: 0,
-            outstanding: 0,
-            resend: Bits256::EMPTY,
-            relocate: Bits256::EMPTY,
-            next_order: 0,
-            delivered: 0,
-            deadline: None,
-            expiries: 0,
-            strikes: 0,
-            acked_at: 0,
-        });
-        let rx = core::array::from_fn(|i| RxPath {
-            seq: RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24)),
-            sport: 0,
-            unacked: 0,
-            due: false,
-            ack_at: None,
-            echo: 0,
-        });
-        let paths = u32::from(cfg.paths);
-        Self {
-            cfg,
-            tx,
-            rx,
-            cc: Aimd::new(initial * paths, WINDOW * paths),
-            outstanding: 0,
-            sent_total: 0,
-            acked_total: 0,
-            msgs: [EMPTY_MSG; MAX_MESSAGES],
-            next_gen: 0,
-            cursor: None,
-            done: [0; MAX_MESSAGES],
-            done_head: 0,
-            done_len: 0,
-            naks: [NakHeader {
-                common: Common {
-                    ptype: PacketType::Nak,
-                    flags: 0,
-                    path: 0,
-                    conn: 0,
-                    psn: 0,
-                    timestamp: 0,
-                },
-                code: NakCode::RemoteOperation,
-                stream: 0,
-                msn: 0,
-            }; NAK_QUEUE],
-            nak_len: 0,
-            rate_hint: 0,
-            ce_ewma: 0,
-            pace_mbps: 0,
-            next_send: 0,
-            paced: false,
-            progress: (0, 0),
-            rejected: None,
-            all_sampled: false,
-            last_rx_path: None,
-            rtt: Rtt::new(),
-            stats: Stats::default(),
+        for (i, t) in self.tx.iter_mut().enumerate() {
+            t.seq = SendPath::new(cfg.tx_isn.wrapping_add((i as u32) << 24));
+            t.cc = Aimd::new(initial, WINDOW);
+            t.sport = port_for(cfg.port_seed, i as u16, 0);
         }
+        for (i, r) in self.rx.iter_mut().enumerate() {
+            r.seq = RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24));
+        }
+        let paths = u32::from(cfg.paths);
+        self.cc = Aimd::new(initial * paths, WINDOW * paths);
+        self.cfg = cfg;
     }
 
     /// Paths in use (never more than `P`).
@@ -540,7 +599,8 @@ impl<const P: usize> Connection<P> {
         let valid = msg.remote.is_some() == op.has_remote()
             && msg.imm.is_some() == op.has_imm()
             && msg.atomic.is_some() == op.is_atomic()
-            && (!op.is_atomic() || msg.len == 8);
+            && (!op.is_atomic() || msg.len == 8)
+            && (op.is_send() || msg.rsn == 0);
         if !valid {
             return Err(PostError::Invalid);
         }
@@ -1190,6 +1250,7 @@ impl<const P: usize> Connection<P> {
             offset: slot.offset,
             msg_len: m.msg.len,
             remote: m.msg.remote,
+            rsn: m.msg.rsn,
             imm: m.msg.imm,
             atomic: m.msg.atomic,
             origin: slot.origin,

@@ -34,7 +34,7 @@ pub struct AckOutcome {
 }
 
 /// Sender side of a path.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct SendPath {
     /// Next PSN to send.
     next: u32,
@@ -138,7 +138,7 @@ pub enum Arrival {
 }
 
 /// Receiver side of a path.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct RecvPath {
     /// First PSN not received.
     cum: u32,

@@ -109,7 +109,12 @@ impl Opcode {
         matches!(self, Self::SendImm | Self::WriteImm)
     }
 
-    /// Whether this is an atomic operation.
+    /// Send or Send with Immediate (they consume a receive).
+    pub const fn is_send(self) -> bool {
+        matches!(self, Self::Send | Self::SendImm)
+    }
+
+    /// Compare-and-swap or fetch-and-add.
     pub const fn is_atomic(self) -> bool {
         matches!(self, Self::CmpSwap | Self::FetchAdd)
     }
@@ -179,6 +184,11 @@ pub struct DataHeader {
     /// The message sequence number within the stream. For Send it is also the
     /// receive it matches: the n-th Send of a stream uses the n-th receive.
     pub msn: u32,
+    /// Receive sequence number, low 8 bits: for Send and Send with Immediate,
+    /// which receive of the stream the message consumes (the n-th Send uses
+    /// the n-th receive), so the receiver can place it before the messages
+    /// ahead of it arrive; 0 for other operations.
+    pub rsn: u8,
     /// Byte offset of this packet's payload in the message.
     pub offset: u32,
     /// Total bytes of the message.
@@ -397,7 +407,8 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
     }
     let op = r.u8()?;
     let opcode = Opcode::from_u8(op).ok_or(DecodeError::Opcode(op))?;
-    if r.u8()? != 0 {
+    let rsn = r.u8()?;
+    if rsn != 0 && !opcode.is_send() {
         return Err(DecodeError::Reserved);
     }
     let payload_len = r.u16()?;
@@ -454,6 +465,7 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
         offset,
         msg_len,
         remote,
+        rsn,
         imm,
         atomic,
         origin,
@@ -557,6 +569,7 @@ pub fn encode_data(
         && hdr.imm.is_some() == op.has_imm()
         && hdr.atomic.is_some() == op.is_atomic()
         && hdr.origin.is_some() == (hdr.common.flags & flags::RELOCATED != 0)
+        && (hdr.rsn == 0 || op.is_send())
         && bounds_ok(hdr, payload_len);
     if !consistent {
         return Err(EncodeError::Invalid);
@@ -567,7 +580,7 @@ pub fn encode_data(
     }
     let mut w = Writer { buf: out, pos: 0 };
     put_common(&mut w, &hdr.common);
-    w.put(&[op as u8, 0]);
+    w.put(&[op as u8, hdr.rsn]);
     w.put(&payload_len.to_be_bytes());
     for v in [hdr.stream, hdr.msn, hdr.offset, hdr.msg_len] {
         w.put(&v.to_be_bytes());
@@ -659,6 +672,7 @@ mod tests {
                 rkey: 0x1234,
                 addr: 0x7f00_0000_1000,
             }),
+            rsn: 0,
             imm: Some(0xcafe),
             atomic: None,
             origin: None,
@@ -691,6 +705,7 @@ mod tests {
             origin: Some(Origin { path: 1, psn: 2 }),
             opcode: Opcode::CmpSwap,
             msg_len: 8,
+            rsn: 0,
             imm: None,
             atomic: Some(Atomic {
                 swap_add: 1,
@@ -755,6 +770,29 @@ mod tests {
     }
 
     #[test]
+    fn only_sends_carry_a_receive_number() {
+        let mut buf = [0u8; 128];
+        let send = DataHeader {
+            opcode: Opcode::Send,
+            remote: None,
+            imm: None,
+            rsn: 0xa5,
+            ..write_hdr()
+        };
+        let n = encode_data(&send, 0, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Data(send, &[][..])));
+        let write = DataHeader {
+            rsn: 1,
+            ..write_hdr()
+        };
+        assert_eq!(encode_data(&write, 0, &mut buf), Err(EncodeError::Invalid));
+        // A write whose reserved byte is set is refused by the decoder.
+        let n = encode_data(&write_hdr(), 0, &mut buf).unwrap();
+        buf[COMMON_LEN + 1] = 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+    }
+
+    #[test]
     fn inconsistent_headers_do_not_encode() {
         let mut buf = [0u8; 128];
         let no_remote = DataHeader {
@@ -767,6 +805,7 @@ mod tests {
         );
         let read_with_payload = DataHeader {
             opcode: Opcode::ReadReq,
+            rsn: 0,
             imm: None,
             ..write_hdr()
         };

@@ -237,6 +237,7 @@ fn posting_is_bounded_and_validated() {
         msn: 0,
         len: 10,
         remote: None,
+        rsn: 0,
         imm: None,
         atomic: None,
     };

@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
             msn,
             len: 3000,
             remote: Some(Remote { rkey: 1, addr: 0 }),
+            rsn: 0,
             imm: None,
             atomic: None,
         };

@@ -115,6 +115,9 @@ pub struct Host {
     /// Receive side: per stream, message buffers and the order tracker.
     pub rx_streams: HashMap<u32, RecvStream>,
     pub rx_bufs: HashMap<(u32, u32), Vec<u8>>,
+    /// Receive numbers of arrived Sends, and Sends completed per stream.
+    pub rx_rsn: HashMap<(u32, u32), u8>,
+    pub sends_done: HashMap<u32, u32>,
     /// Messages delivered in order, per stream.
     pub delivered: BTreeMap<u32, Vec<u32>>,
     pub errors: Vec<String>,
@@ -129,6 +132,8 @@ impl Host {
             completions: vec![],
             rx_streams: HashMap::new(),
             rx_bufs: HashMap::new(),
+            rx_rsn: HashMap::new(),
+            sends_done: HashMap::new(),
             delivered: BTreeMap::new(),
             errors: vec![],
             reject_stream: None,
@@ -179,6 +184,9 @@ impl Host {
                     .or_insert_with(|| vec![0u8; h.msg_len as usize]);
                 let at = h.offset as usize;
                 buf[at..at + payload.len()].copy_from_slice(payload);
+                if h.opcode.is_send() {
+                    self.rx_rsn.insert((h.stream, h.msn), h.rsn);
+                }
                 while let Some(msn) = st.pop_completed() {
                     let buf = self.rx_bufs.remove(&(h.stream, msn)).unwrap_or_default();
                     for (i, b) in buf.iter().enumerate() {
@@ -187,6 +195,16 @@ impl Host {
                                 .push(format!("stream {} msn {msn} byte {i} differs", h.stream));
                             break;
                         }
+                    }
+                    if let Some(rsn) = self.rx_rsn.remove(&(h.stream, msn)) {
+                        let n = self.sends_done.entry(h.stream).or_default();
+                        if rsn != *n as u8 {
+                            self.errors.push(format!(
+                                "stream {} msn {msn}: receive number {rsn}, want {}",
+                                h.stream, *n as u8
+                            ));
+                        }
+                        *n += 1;
                     }
                     self.delivered.entry(h.stream).or_default().push(msn);
                     self.conn.set_progress(h.stream, msn.wrapping_add(1));
@@ -356,6 +374,7 @@ impl Pair {
 /// through Send, Write and their immediate variants.
 pub fn workload(n: u32, streams: u32, sizes: &[u32]) -> Vec<Message> {
     let mut next_msn = vec![0u32; streams as usize];
+    let mut next_rsn = vec![0u8; streams as usize];
     (0..n)
         .map(|i| {
             let stream = i % streams;
@@ -368,6 +387,13 @@ pub fn workload(n: u32, streams: u32, sizes: &[u32]) -> Vec<Message> {
                 Opcode::SendImm,
                 Opcode::WriteImm,
             ][i as usize % 4];
+            let rsn = if opcode.is_send() {
+                let r = next_rsn[stream as usize];
+                next_rsn[stream as usize] = r.wrapping_add(1);
+                r
+            } else {
+                0
+            };
             Message {
                 opcode,
                 stream,
@@ -377,6 +403,7 @@ pub fn workload(n: u32, streams: u32, sizes: &[u32]) -> Vec<Message> {
                     rkey: 5,
                     addr: 0x1000,
                 }),
+                rsn,
                 imm: opcode.has_imm().then_some(i),
                 atomic: None,
             }

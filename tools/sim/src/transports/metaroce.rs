@@ -134,6 +134,7 @@ impl MetaRoceHost {
                         msn: f.next_msn,
                         len: f.msg_size,
                         remote: Some(Remote { rkey: 1, addr: 0 }),
+                        rsn: 0,
                         imm: None,
                         atomic: None,
                     };
