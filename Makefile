@@ -21,7 +21,7 @@ ifneq ($(filter command line environment,$(origin KDIR)),)
 endif
 
 .PHONY: all modules clean setup kernel check check-user demo help \
-	stock-kernel stock check-stock
+	stock-kernel stock check-stock provider
 .PHONY: sim-loss sim-planes sim-plane-failure sim-incast sim-quick
 
 all: modules
@@ -51,6 +51,11 @@ check:
 
 demo:
 	scripts/demo.sh
+
+# rdma-core 65.0 with the metaroce provider, installed into a cache prefix
+# (printed); scripts/rdma-env.sh CMD runs a verbs program on it.
+provider:
+	@scripts/build-rdma-core.sh
 
 # Debian's stock kernel (see Documentation/distribution-kernel.md). Which one:
 # the one of the installed linux-source package (downloaded into the cache), or
@@ -94,6 +99,8 @@ help:
 	@echo "make check      run every test: userspace crates, then the VM suite"
 	@echo "make check-user run the userspace crates' tests only"
 	@echo "make demo       boot the VM and show two MetaRoCE devices in two netns"
+	@echo "make provider   build rdma-core 65.0 + the metaroce provider into the cache; prints"
+	@echo "                the prefix (run programs on it: scripts/rdma-env.sh CMD)"
 	@echo "make stock      build metaroce.ko for Debian's stock kernel (KERNELRELEASE=...)"
 	@echo "make stock-kernel  prepare the stock kernel's Rust metadata; prints its directory"
 	@echo "make check-stock   boot Debian's stock kernel: DKMS install, modprobe, selftests"

@@ -7,4 +7,7 @@
 mod bindings;
 pub(crate) mod device;
 pub(crate) mod link;
+pub(crate) mod net;
 pub(crate) mod netdev;
+pub(crate) mod sync;
+pub(crate) mod verbs;

@@ -6,6 +6,7 @@
 pub(crate) mod device;
 pub(crate) mod link;
 mod transport_kunit;
+pub(crate) mod verbs;
 
 use crate::abstractions::device::DeviceSet;
 use device::MrDevice;

@@ -23,9 +23,18 @@ make -C "$TOP" KDIR="$kdir" modules >"$out/module-build.log" 2>&1 || {
 
 "$TOP/scripts/check-user.sh" "$out"
 
+# User space the guest runs (it sees the host's file system): rdma-core 65.0
+# with the MetaRoCE provider, and the data-integrity tool.
+prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") ||
+	log "rdma-core build failed (the verbs tests will skip): $out/rdma-core-build.log"
+make -C "$TOP/tools/integrity" >"$out/integrity-build.log" 2>&1 ||
+	log "mr-integrity build failed (its tests will skip): $out/integrity-build.log"
+export METAROCE_RDMA_PREFIX=${prefix:-}
+
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
 log "booting the test kernel (TCG: this takes a few minutes)"
 "$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
+	"METAROCE_RDMA_PREFIX=$METAROCE_RDMA_PREFIX" \
 	"$TOP/scripts/guest-check.sh" "$out/guest" "$TOP/metaroce.ko" "$rxe_ko" \
 	>"$out/vm.log" 2>&1
 vm_rc=$?

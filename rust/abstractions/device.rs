@@ -10,7 +10,11 @@
 //! the `dealloc_driver` operation, whichever path unregisters it (`rdma link
 //! delete`, removal of the net device, or the set's own drop at module exit).
 
-use super::{bindings, netdev::NetDevice};
+use super::{
+    bindings,
+    netdev::NetDevice,
+    verbs::{Access, CqEvents, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, VerbsAdapter, Wc},
+};
 use core::{marker::PhantomData, mem::size_of};
 use kernel::{
     alloc::KVec,
@@ -18,7 +22,7 @@ use kernel::{
     ffi::c_int,
     new_mutex,
     prelude::*,
-    sync::{aref::ARef, Mutex},
+    sync::{aref::ARef, Arc, Mutex},
     types::Opaque,
     ThisModule,
 };
@@ -113,6 +117,20 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_mr_size: u64,
     /// Supported page sizes, as a bit mask.
     pub(crate) page_size_cap: u64,
+    /// Most queue pairs, work requests per queue, elements per request.
+    pub(crate) max_qp: i32,
+    pub(crate) max_qp_wr: i32,
+    pub(crate) max_sge: i32,
+    /// Most completion queues and entries per queue.
+    pub(crate) max_cq: i32,
+    pub(crate) max_cqe: i32,
+    /// Most memory regions and protection domains.
+    pub(crate) max_mr: i32,
+    pub(crate) max_pd: i32,
+    /// Most outstanding RDMA Reads and atomics per QP.
+    pub(crate) max_rd_atom: i32,
+    /// Most inline bytes per send.
+    pub(crate) max_inline_data: u32,
 }
 
 /// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
@@ -181,6 +199,60 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
 
     /// Returns entry `index` of the P_Key table of `port`.
     fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// The uverbs ABI version user-space providers must support.
+    const UVERBS_ABI_VERSION: u32;
+    /// The node description (sysfs `node_desc`), fixed for the device's life.
+    const NODE_DESC: &'static [u8];
+
+    /// Data of a user context.
+    type Ucontext: Send + Sync;
+    /// Data of a protection domain.
+    type Pd: Send + Sync;
+    /// Data of a completion queue.
+    type Cq: Send + Sync;
+    /// Data of a memory region.
+    type Mr: Send + Sync;
+    /// Data of a queue pair.
+    type Qp: Send + Sync;
+
+    /// A process opened the device; `udata` takes the ABI's response.
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata) -> Result<Self::Ucontext>;
+    /// Creates a protection domain.
+    fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
+    /// The number of entries granted for a CQ of `cqe` requested entries.
+    fn cq_size(dev: &Device<Self>, cqe: u32) -> Result<u32>;
+    /// Creates a CQ of `cqe` entries whose completion event is `events`.
+    fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Self::Cq>;
+    /// A CQ is about to be freed (no QP uses it any more).
+    fn destroy_cq(cq: &Self::Cq);
+    /// Takes the oldest completion.
+    fn poll_one(cq: &Self::Cq) -> Option<Wc>;
+    /// Arms the completion event (for solicited completions only if
+    /// `solicited`); returns whether completions are already waiting.
+    fn req_notify(cq: &Self::Cq, solicited: bool) -> bool;
+    /// Registers pinned user memory at `iova` with `access` rights.
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        umem: Umem,
+        iova: u64,
+        access: Access,
+    ) -> Result<(Self::Mr, MrKeys)>;
+    /// Deregisters a memory region; its data is dropped right after.
+    fn dereg_mr(mr: &Self::Mr);
+    /// Creates a QP; returns its data and its number.
+    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Self>) -> Result<(Self::Qp, u32)>;
+    /// Changes a QP's attributes and state.
+    fn modify_qp(qp: &Self::Qp, m: &QpModify) -> Result;
+    /// Reports a QP's attributes.
+    fn query_qp(qp: &Self::Qp) -> QpQuery;
+    /// A QP is about to be freed: it must leave no completion in any CQ.
+    fn destroy_qp(qp: &Self::Qp);
+    /// Posts one send work request.
+    fn post_send(qp: &Self::Qp, wr: &SendWr) -> Result;
+    /// Posts one receive work request.
+    fn post_recv(qp: &Self::Qp, wr: &RecvWr) -> Result;
 }
 
 /// An RDMA device (`struct ib_device`) with the driver's data `T` after it.
@@ -220,7 +292,7 @@ impl<T: DeviceOps> Device<T> {
     ///
     /// `ib` must have been created by a `DeviceSet<T>` and its data must still be
     /// initialised (i.e. `dealloc_driver` has not run) for `'a`.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
         // CAST: `ib` is the first field of the `repr(C)` `Self` (type invariant).
         // SAFETY: Valid and initialised for `'a` per the safety requirements.
         unsafe { &*ib.cast::<Self>() }
@@ -260,7 +332,7 @@ struct Adapter<T: DeviceOps>(PhantomData<T>);
 
 impl<T: DeviceOps> Adapter<T> {
     fn ops(module: &'static ThisModule) -> bindings::ib_device_ops {
-        bindings::ib_device_ops {
+        let mut ops = bindings::ib_device_ops {
             // CAST: the kernel crate's and these bindings' `struct module` are the
             // same C type.
             owner: module.as_ptr().cast(),
@@ -272,7 +344,9 @@ impl<T: DeviceOps> Adapter<T> {
             get_link_layer: Some(Self::get_link_layer),
             dealloc_driver: Some(Self::dealloc_driver),
             ..Default::default()
-        }
+        };
+        VerbsAdapter::<T>::fill(&mut ops);
+        ops
     }
 
     unsafe extern "C" fn query_device(
@@ -301,6 +375,21 @@ impl<T: DeviceOps> Adapter<T> {
             attr.hw_ver = a.hw_ver;
             attr.max_mr_size = a.max_mr_size;
             attr.page_size_cap = a.page_size_cap;
+            attr.max_qp = a.max_qp;
+            attr.max_qp_wr = a.max_qp_wr;
+            attr.max_send_sge = a.max_sge;
+            attr.max_recv_sge = a.max_sge;
+            attr.max_sge_rd = a.max_sge;
+            attr.max_cq = a.max_cq;
+            attr.max_cqe = a.max_cqe;
+            attr.max_mr = a.max_mr;
+            attr.max_pd = a.max_pd;
+            attr.max_qp_rd_atom = a.max_rd_atom;
+            attr.max_qp_init_rd_atom = a.max_rd_atom;
+            attr.max_res_rd_atom = a.max_rd_atom * a.max_qp;
+            attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+            attr.max_pkeys = 1;
+            attr.local_ca_ack_delay = 15;
             // Devices created here are freed by `dealloc_driver`, so the core may
             // unregister them on the user's request (`rdma link delete`).
             attr.kernel_cap_flags |= bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
@@ -517,6 +606,21 @@ impl<T: DeviceOps> DeviceSet<T> {
             (*ib).num_comp_vectors = 1;
             (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*ib).node_guid = node_guid.to_be();
+            // The data path runs through these generic commands (no queue is
+            // shared with user space); the core leaves them off by default.
+            for cmd in [
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV,
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ,
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
+            ] {
+                (*ib).uverbs_cmd_mask |= 1u64 << cmd;
+            }
+            let desc = &mut (*ib).node_desc;
+            let room = desc.len() - 1;
+            for (d, s) in desc.iter_mut().zip(T::NODE_DESC.iter().take(room)) {
+                *d = *s as _;
+            }
             bindings::mr_ib_mark_name_assigned_by_user(ib);
             bindings::ib_set_device_ops(ib, &ops);
         }

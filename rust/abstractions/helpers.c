@@ -39,3 +39,161 @@ struct net_device *mr_netdev_notifier_info_to_dev(void *info)
 {
 	return netdev_notifier_info_to_dev(info);
 }
+
+void mr_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void mr_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+int mr_spin_trylock_bh(spinlock_t *lock)
+{
+	return spin_trylock_bh(lock);
+}
+
+int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len)
+{
+	return ib_copy_to_udata(udata, src, len);
+}
+
+struct scatterlist *mr_umem_sgl(struct ib_umem *umem)
+{
+	return umem->sgt_append.sgt.sgl;
+}
+
+unsigned int mr_umem_nents(struct ib_umem *umem)
+{
+	return umem->sgt_append.sgt.orig_nents;
+}
+
+struct page *mr_sg_page_iter_page(struct sg_page_iter *piter)
+{
+	return sg_page_iter_page(piter);
+}
+
+void mr_memcpy_to_page(struct page *page, size_t offset, const void *from, size_t len)
+{
+	memcpy_to_page(page, offset, from, len);
+}
+
+void mr_memcpy_from_page(void *to, struct page *page, size_t offset, size_t len)
+{
+	memcpy_from_page(to, page, offset, len);
+}
+
+unsigned long mr_copy_from_user(void *to, u64 from, unsigned long n)
+{
+	return copy_from_user(to, u64_to_user_ptr(from), n);
+}
+
+struct sk_buff *mr_alloc_skb(unsigned int size)
+{
+	return alloc_skb(size, GFP_ATOMIC);
+}
+
+void mr_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+int mr_skb_linearize(struct sk_buff *skb)
+{
+	return skb_linearize(skb);
+}
+
+unsigned char *mr_skb_data(const struct sk_buff *skb)
+{
+	return skb->data;
+}
+
+unsigned int mr_skb_len(const struct sk_buff *skb)
+{
+	return skb->len;
+}
+
+__be32 mr_skb_saddr4(const struct sk_buff *skb)
+{
+	return ip_hdr(skb)->saddr;
+}
+
+__be32 mr_skb_daddr4(const struct sk_buff *skb)
+{
+	return ip_hdr(skb)->daddr;
+}
+
+bool mr_skb_ce4(const struct sk_buff *skb)
+{
+	return INET_ECN_is_ce(ip_hdr(skb)->tos);
+}
+
+
+void mr_skb_reserve(struct sk_buff *skb, int len)
+{
+	skb_reserve(skb, len);
+}
+
+void *mr_skb_put(struct sk_buff *skb, unsigned int len)
+{
+	return skb_put(skb, len);
+}
+
+struct rtable *mr_ip_route_output_key(struct net *net, struct flowi4 *fl4)
+{
+	return ip_route_output_key(net, fl4);
+}
+
+bool mr_is_err(const void *ptr)
+{
+	return IS_ERR(ptr);
+}
+
+long mr_ptr_err(const void *ptr)
+{
+	return PTR_ERR(ptr);
+}
+
+
+void mr_ip_rt_put(struct rtable *rt)
+{
+	ip_rt_put(rt);
+}
+
+
+struct sock *mr_socket_sk(struct socket *sock)
+{
+	return sock->sk;
+}
+
+void *mr_rcu_sk_user_data(const struct sock *sk)
+{
+	return rcu_dereference_sk_user_data(sk);
+}
+
+void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns)
+{
+	hrtimer_start(timer, ns_to_ktime(ns), HRTIMER_MODE_REL_SOFT);
+}
+
+u64 mr_ktime_get_ns(void)
+{
+	return ktime_get_ns();
+}
+
+void mr_sock_hold(struct sock *sk)
+{
+	sock_hold(sk);
+}
+
+void mr_sock_put(struct sock *sk)
+{
+	sock_put(sk);
+}
+
+unsigned int mr_rt_headroom(struct rtable *rt)
+{
+	return LL_RESERVED_SPACE(rt->dst.dev);
+}

@@ -8,6 +8,16 @@
 
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ib_umem.h>
+#include <linux/highmem.h>
+#include <linux/hrtimer.h>
+#include <linux/scatterlist.h>
+#include <linux/skbuff.h>
+#include <linux/udp.h>
+#include <net/inet_ecn.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
 
 bool mr_ib_device_try_get(struct ib_device *dev);
 enum ib_port_state mr_ib_get_curr_port_state(struct net_device *ndev);
@@ -16,5 +26,39 @@ struct net *mr_dev_net(const struct net_device *ndev);
 void mr_dev_hold(struct net_device *ndev);
 void mr_dev_put(struct net_device *ndev);
 struct net_device *mr_netdev_notifier_info_to_dev(void *info);
+
+void mr_spin_lock_bh(spinlock_t *lock);
+void mr_spin_unlock_bh(spinlock_t *lock);
+int mr_spin_trylock_bh(spinlock_t *lock);
+
+int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len);
+struct scatterlist *mr_umem_sgl(struct ib_umem *umem);
+unsigned int mr_umem_nents(struct ib_umem *umem);
+struct page *mr_sg_page_iter_page(struct sg_page_iter *piter);
+void mr_memcpy_to_page(struct page *page, size_t offset, const void *from, size_t len);
+void mr_memcpy_from_page(void *to, struct page *page, size_t offset, size_t len);
+unsigned long mr_copy_from_user(void *to, u64 from, unsigned long n);
+
+struct sk_buff *mr_alloc_skb(unsigned int size);
+void mr_kfree_skb(struct sk_buff *skb);
+int mr_skb_linearize(struct sk_buff *skb);
+unsigned char *mr_skb_data(const struct sk_buff *skb);
+unsigned int mr_skb_len(const struct sk_buff *skb);
+__be32 mr_skb_saddr4(const struct sk_buff *skb);
+__be32 mr_skb_daddr4(const struct sk_buff *skb);
+bool mr_skb_ce4(const struct sk_buff *skb);
+void mr_skb_reserve(struct sk_buff *skb, int len);
+void *mr_skb_put(struct sk_buff *skb, unsigned int len);
+struct rtable *mr_ip_route_output_key(struct net *net, struct flowi4 *fl4);
+bool mr_is_err(const void *ptr);
+long mr_ptr_err(const void *ptr);
+void mr_ip_rt_put(struct rtable *rt);
+struct sock *mr_socket_sk(struct socket *sock);
+void *mr_rcu_sk_user_data(const struct sock *sk);
+void mr_sock_hold(struct sock *sk);
+void mr_sock_put(struct sock *sk);
+unsigned int mr_rt_headroom(struct rtable *rt);
+void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns);
+u64 mr_ktime_get_ns(void);
 
 #endif

@@ -2,11 +2,25 @@
 
 //! A MetaRoCE RDMA device: one port over one net device.
 
-use crate::abstractions::device::{
-    Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable, PortState,
+use super::verbs::{self, Cq, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE, PATHS};
+use crate::abstractions::{
+    device::{
+        Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable,
+        PortState,
+    },
+    net::UdpPort,
+    netdev::NetDevice,
+    verbs::{
+        Access, CqEvents, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, Wc,
+    },
 };
-use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
-use kernel::prelude::*;
+use crate::transport::framing::{max_payload, HEADER_OVERHEAD, UDP_PORT};
+use kernel::{prelude::*, sync::Arc};
+
+/// The uverbs ABI version (`uapi/rdma/metaroce-abi.h`).
+pub(crate) const ABI_VERSION: u32 = 1;
+/// `METAROCE_UCTX_SYSCALL_QUEUES`.
+const UCTX_SYSCALL_QUEUES: u32 = 1;
 
 /// Entries in the port's GID table (RoCE GIDs from the net device's addresses).
 pub(crate) const GID_TABLE_LEN: i32 = 1024;
@@ -17,12 +31,28 @@ pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 /// The one port of every MetaRoCE device.
 pub(crate) const PORT: u32 = 1;
 
-/// Per-device state. Empty until the device has verbs objects and a data path.
-pub(crate) struct MrDevice;
+/// Per-device state: the objects' shared tables and the UDP port.
+pub(crate) struct MrDevice {
+    shared: Arc<Shared>,
+    _port: UdpPort<Shared>,
+}
 
 impl MrDevice {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
-        Ok::<_, Error>(Self)
+    /// Opens the MetaRoCE UDP port in `ndev`'s namespace for a new device.
+    pub(crate) fn new(ndev: &NetDevice) -> Result<Self> {
+        let shared = Shared::new(ndev.into())?;
+        let (port, tx) = UdpPort::open(ndev, UDP_PORT, shared.clone())?;
+        shared.set_tx(tx);
+        Ok(Self {
+            shared,
+            _port: port,
+        })
+    }
+}
+
+impl Drop for MrDevice {
+    fn drop(&mut self) {
+        self.shared.close();
     }
 }
 
@@ -93,8 +123,17 @@ impl DeviceOps for MrDevice {
             vendor_id: 0,
             vendor_part_id: 0,
             hw_ver: 0,
-            max_mr_size: 0,
-            page_size_cap: 0,
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xffff_f000,
+            max_qp: 1 << 16,
+            max_qp_wr: MAX_QP_WR as i32,
+            max_sge: MAX_SGE as i32,
+            max_cq: 1 << 16,
+            max_cqe: MAX_CQE as i32,
+            max_mr: 1 << 20,
+            max_pd: 1 << 16,
+            max_rd_atom: 0,
+            max_inline_data: MAX_INLINE,
         })
     }
 
@@ -126,7 +165,106 @@ impl DeviceOps for MrDevice {
             _ => Err(EINVAL),
         }
     }
+
+    const UVERBS_ABI_VERSION: u32 = ABI_VERSION;
+    const NODE_DESC: &'static [u8] = b"metaroce";
+
+    type Ucontext = ();
+    type Pd = Pd;
+    type Cq = Cq;
+    type Mr = Mr;
+    type Qp = Qp;
+
+    fn alloc_ucontext(_dev: &Device<Self>, udata: &mut Udata) -> Result<()> {
+        // struct metaroce_alloc_ucontext_resp, native byte order.
+        let mut resp = [0u8; 16];
+        for (i, v) in [ABI_VERSION, UCTX_SYSCALL_QUEUES, MAX_INLINE, PATHS as u32].iter().enumerate() {
+            resp[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        udata.respond(&resp)
+    }
+
+    fn alloc_pd(dev: &Device<Self>) -> Result<Pd> {
+        Ok(Pd {
+            id: dev.shared.alloc_pd(),
+        })
+    }
+
+    fn cq_size(_dev: &Device<Self>, cqe: u32) -> Result<u32> {
+        if cqe == 0 || cqe > MAX_CQE {
+            return Err(EINVAL);
+        }
+        Ok(cqe)
+    }
+
+    fn create_cq(_dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Cq> {
+        Cq::new(cqe, events)
+    }
+
+    fn destroy_cq(_cq: &Cq) {}
+
+    fn poll_one(cq: &Cq) -> Option<Wc> {
+        cq.poll_one()
+    }
+
+    fn req_notify(cq: &Cq, solicited: bool) -> bool {
+        cq.req_notify(solicited)
+    }
+
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &Pd,
+        umem: Umem,
+        iova: u64,
+        access: Access,
+    ) -> Result<(Mr, MrKeys)> {
+        // Remote write or atomic access needs local write (IBTA o10-35.2.2).
+        if (access.has(Access::REMOTE_WRITE) || access.has(Access::REMOTE_ATOMIC))
+            && !access.has(Access::LOCAL_WRITE)
+        {
+            return Err(EINVAL);
+        }
+        let (key, keys) = dev.shared.reg_mr(pd.id, umem, iova, access)?;
+        Ok((
+            Mr {
+                key,
+                dev: dev.shared.clone(),
+            },
+            keys,
+        ))
+    }
+
+    fn dereg_mr(mr: &Mr) {
+        mr.dev.dereg_mr(mr.key);
+    }
+
+    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Self>) -> Result<(Qp, u32)> {
+        Qp::create(&dev.shared, req)
+    }
+
+    fn modify_qp(qp: &Qp, m: &QpModify) -> Result {
+        qp.modify(m)
+    }
+
+    fn query_qp(qp: &Qp) -> QpQuery {
+        qp.query()
+    }
+
+    fn destroy_qp(qp: &Qp) {
+        qp.destroy()
+    }
+
+    fn post_send(qp: &Qp, wr: &SendWr) -> Result {
+        qp.post_send(wr)
+    }
+
+    fn post_recv(qp: &Qp, wr: &RecvWr) -> Result {
+        qp.post_recv(wr)
+    }
 }
+
+#[allow(unused_imports)]
+use verbs as _;
 
 #[kunit_tests(metaroce_device)]
 mod tests {

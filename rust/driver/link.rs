@@ -26,10 +26,10 @@ impl LinkOps for Driver {
             );
             return Err(EINVAL);
         };
-        match self
-            .devices
-            .add(name, ndev, node_guid(mac), MrDevice::new())
-        {
+        let data = MrDevice::new(ndev).inspect_err(|e| {
+            pr_err!("{name_str}: cannot open UDP port {}: {e:?}\n", crate::transport::framing::UDP_PORT);
+        })?;
+        match self.devices.add(name, ndev, node_guid(mac), Ok::<_, Error>(data)) {
             Ok(()) => {
                 pr_info!("{name_str}: created on ifindex {}\n", ndev.ifindex());
                 Ok(())

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A spinlock that also disables bottom halves (`spin_lock_bh`): for data that
+//! process context, timers and the softirq receive path all touch.
+//!
+//! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
+
+use super::bindings;
+use kernel::sync::lock::{Backend, Lock};
+
+/// A spinlock taken with bottom halves disabled. Create one with
+/// [`new_spinlock_bh!`](crate::new_spinlock_bh).
+pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
+
+/// Creates a [`SpinLockBh`] initialiser with a lock class of its own.
+#[macro_export]
+macro_rules! new_spinlock_bh {
+    ($inner:expr, $name:literal $(,)?) => {
+        kernel::sync::lock::Lock::<_, $crate::abstractions::sync::SpinLockBhBackend>::new(
+            $inner,
+            kernel::c_str!($name),
+            kernel::static_lock_class!(),
+        )
+    };
+}
+
+/// The `spin_lock_bh` backend of [`SpinLockBh`].
+pub(crate) struct SpinLockBhBackend;
+
+fn raw(ptr: *mut kernel::bindings::spinlock_t) -> *mut bindings::spinlock_t {
+    // CAST: the kernel crate's and these bindings' `spinlock_t` are the same C type.
+    ptr.cast()
+}
+
+// SAFETY: `lock` and `unlock` are `spin_lock_bh` / `spin_unlock_bh` on the same
+// `spinlock_t`, which gives mutual exclusion; the guard state is empty.
+unsafe impl Backend for SpinLockBhBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = ();
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: Per the trait's requirements `ptr` is valid for writes and
+        // `name` and `key` live forever.
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: The lock was initialised (trait requirement).
+        unsafe { bindings::mr_spin_lock_bh(raw(ptr)) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
+        // SAFETY: The caller owns the lock (trait requirement).
+        unsafe { bindings::mr_spin_unlock_bh(raw(ptr)) }
+    }
+
+    unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
+        // SAFETY: The lock was initialised (trait requirement).
+        (unsafe { bindings::mr_spin_trylock_bh(raw(ptr)) } != 0).then_some(())
+    }
+
+    unsafe fn assert_is_held(ptr: *mut Self::State) {
+        // SAFETY: The lock was initialised (trait requirement).
+        unsafe { kernel::bindings::spin_assert_is_held(ptr) }
+    }
+}

@@ -1,0 +1,934 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Verbs objects of a MetaRoCE device and the data path that runs the
+//! transport core under them. Safe Rust only.
+//!
+//! Mapping (Documentation/verbs.md): each RC queue pair owns one transport
+//! connection to its peer QP, identified on the wire by the receiver's QP
+//! number; the QP's messages are stream 0 of that connection; the connection
+//! sprays them over `PATHS` paths (UDP source ports).
+//!
+//! Contexts: `post_send`/`post_recv`/verbs calls run in process context; the
+//! receive callback and the retransmission timer run in softirq. Every piece
+//! of state they share sits behind a `spin_lock_bh` lock. Lock order: QP, then
+//! memory-region table, then CQ.
+
+use crate::abstractions::{
+    net::{now_ns, RxPacket, Timer, TimerHandler, TxSock, UdpHandler},
+    netdev::NetDevice,
+    sync::SpinLockBh,
+    verbs::{
+        copy_from_user, Access, CqEvents, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpQuery,
+        QpState, RecvWr, SendOp, SendWr, Umem, Wc, WcOpcode, WcStatus,
+    },
+};
+use crate::new_spinlock_bh;
+use crate::transport::{
+    conn::{Config, Connection, Message, Received},
+    framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
+    stream::{RecvStream, StreamError, MAX_OUTSTANDING},
+    wire::{Opcode, NakCode, Remote},
+};
+use kernel::{
+    alloc::KVec,
+    prelude::*,
+    sync::{aref::ARef, Arc},
+};
+
+/// Paths (UDP source ports) of every connection.
+pub(crate) const PATHS: usize = 8;
+
+/// Limits reported by `query_device` and enforced at creation.
+pub(crate) const MAX_QP_WR: u32 = 1024;
+pub(crate) const MAX_CQE: u32 = 65536;
+pub(crate) const MAX_INLINE: u32 = 256;
+pub(crate) const MAX_SGE: u32 = crate::abstractions::verbs::MAX_SGE as u32;
+
+/// The first QP number handed out (0 and 1 are the special QPs).
+const FIRST_QPN: u32 = 0x11;
+
+static EMPTY_CONN: Connection<PATHS> = Connection::EMPTY;
+
+/// State shared by a device's objects and its receive path.
+pub(crate) struct Shared {
+    ndev: ARef<NetDevice>,
+    tx: Pin<KBox<SpinLockBh<Option<TxSock>>>>,
+    tables: Pin<KBox<SpinLockBh<Tables>>>,
+}
+
+struct Tables {
+    mrs: KVec<Option<MrEntry>>,
+    qps: KVec<Arc<QpNode>>,
+    next_qpn: u32,
+    next_pd: u32,
+    key_gen: u8,
+}
+
+struct MrEntry {
+    key: u32,
+    pd: u32,
+    access: Access,
+    iova: u64,
+    umem: Umem,
+}
+
+impl MrEntry {
+    /// The region offset of `[addr, addr + len)`, if it lies within.
+    fn offset(&self, addr: u64, len: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.iova)?;
+        (off.checked_add(len)? <= self.umem.len()).then_some(off)
+    }
+}
+
+impl Tables {
+    fn mr(&self, key: u32) -> Option<&MrEntry> {
+        let e = self.mrs.get((key >> 8) as usize)?.as_ref()?;
+        (e.key == key).then_some(e)
+    }
+
+    /// Checks a local buffer: key, domain, rights, bounds.
+    fn local(&self, pd: u32, sge_addr: u64, len: u64, lkey: u32, write: bool) -> Option<(&MrEntry, u64)> {
+        let e = self.mr(lkey)?;
+        if e.pd != pd || (write && !e.access.has(Access::LOCAL_WRITE)) {
+            return None;
+        }
+        Some((e, e.offset(sge_addr, len)?))
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(ndev: ARef<NetDevice>) -> Result<Arc<Self>> {
+        Arc::new(
+            Self {
+                ndev,
+                tx: KBox::pin_init(new_spinlock_bh!(None, "metaroce_tx"), GFP_KERNEL)?,
+                tables: KBox::pin_init(
+                    new_spinlock_bh!(
+                        Tables {
+                            mrs: KVec::new(),
+                            qps: KVec::new(),
+                            next_qpn: FIRST_QPN,
+                            next_pd: 1,
+                            key_gen: 0,
+                        },
+                        "metaroce_tables"
+                    ),
+                    GFP_KERNEL,
+                )?,
+            },
+            GFP_KERNEL,
+        )
+        .map_err(Into::into)
+    }
+
+    pub(crate) fn set_tx(&self, tx: TxSock) {
+        *self.tx.lock() = Some(tx);
+    }
+
+    /// Stops transmission (the device is going away).
+    pub(crate) fn close(&self) {
+        let tx = self.tx.lock().take();
+        drop(tx);
+    }
+
+    pub(crate) fn alloc_pd(&self) -> u32 {
+        let mut t = self.tables.lock();
+        let id = t.next_pd;
+        t.next_pd = t.next_pd.wrapping_add(1).max(1);
+        id
+    }
+
+    pub(crate) fn reg_mr(&self, pd: u32, umem: Umem, iova: u64, access: Access) -> Result<(u32, MrKeys)> {
+        let mut t = self.tables.lock();
+        let slot = match t.mrs.iter().position(|m| m.is_none()) {
+            Some(i) => i,
+            None => {
+                if t.mrs.len() >= (1 << 24) {
+                    return Err(ENOMEM);
+                }
+                t.mrs.push(None, GFP_ATOMIC)?;
+                t.mrs.len() - 1
+            }
+        };
+        t.key_gen = t.key_gen.wrapping_add(1);
+        let key = ((slot as u32) << 8) | u32::from(t.key_gen);
+        if let Some(s) = t.mrs.get_mut(slot) {
+            *s = Some(MrEntry {
+                key,
+                pd,
+                access,
+                iova,
+                umem,
+            });
+        }
+        Ok((key, MrKeys { lkey: key, rkey: key }))
+    }
+
+    pub(crate) fn dereg_mr(&self, key: u32) {
+        // Taken out under the lock, released (which may sleep) after it.
+        let entry = {
+            let mut t = self.tables.lock();
+            match t.mrs.get_mut((key >> 8) as usize) {
+                Some(s) if s.as_ref().is_some_and(|e| e.key == key) => s.take(),
+                _ => None,
+            }
+        };
+        drop(entry);
+    }
+
+    fn send(&self, dest: [u8; 4], sport: u16, hdr: &[u8], len: usize, fill: impl FnOnce(&mut [u8]) -> Result) {
+        let tx = self.tx.lock();
+        if let Some(tx) = tx.as_ref() {
+            // A datagram that cannot be sent is a loss; the transport recovers.
+            let _ = tx.send(&self.ndev, dest, sport, UDP_PORT, hdr, len, fill);
+        }
+    }
+}
+
+impl UdpHandler for Shared {
+    fn receive(&self, pkt: &RxPacket<'_>) {
+        // Bytes 4..8 of every MetaRoCE packet: the receiver's connection id,
+        // which is the receiving QP's number.
+        let Some(id) = pkt.payload.get(4..8) else { return };
+        let qpn = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+        let node = {
+            let t = self.tables.lock();
+            match t.qps.iter().find(|q| q.qpn == qpn) {
+                Some(q) => q.clone(),
+                None => return,
+            }
+        };
+        node.receive(pkt);
+    }
+}
+
+/// A completion queue.
+pub(crate) struct Cq {
+    inner: Arc<CqShared>,
+}
+
+struct CqShared {
+    events: Arc<CqEvents>,
+    ring: Pin<KBox<SpinLockBh<CqRing>>>,
+}
+
+struct CqRing {
+    slots: KVec<Option<Wc>>,
+    head: usize,
+    len: usize,
+    /// Armed for the next completion (`Some(true)`: solicited only).
+    armed: Option<bool>,
+    overflow: bool,
+}
+
+impl CqShared {
+    /// Adds a completion; fires the event if armed.
+    fn push(&self, wc: Wc, solicited: bool) {
+        let fire = {
+            let mut r = self.ring.lock();
+            let cap = r.slots.len();
+            if r.len == cap {
+                r.overflow = true;
+                false
+            } else {
+                let at = (r.head + r.len) % cap;
+                if let Some(s) = r.slots.get_mut(at) {
+                    *s = Some(wc);
+                }
+                r.len += 1;
+                match r.armed {
+                    Some(sol_only) if !sol_only || solicited || wc.status != WcStatus::Success => {
+                        r.armed = None;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if fire {
+            self.events.fire();
+        }
+    }
+
+    fn purge(&self, qp: QpId) {
+        let mut r = self.ring.lock();
+        let cap = r.slots.len();
+        let (head, len) = (r.head, r.len);
+        let mut kept = 0;
+        for i in 0..len {
+            let wc = r.slots.get_mut((head + i) % cap).and_then(|s| s.take());
+            if let Some(wc) = wc.filter(|w| w.qp != qp) {
+                if let Some(s) = r.slots.get_mut((head + kept) % cap) {
+                    *s = Some(wc);
+                }
+                kept += 1;
+            }
+        }
+        r.len = kept;
+    }
+}
+
+impl Cq {
+    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
+        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL)?;
+        for _ in 0..cqe {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            inner: Arc::new(
+                CqShared {
+                    events,
+                    ring: KBox::pin_init(
+                        new_spinlock_bh!(
+                            CqRing {
+                                slots,
+                                head: 0,
+                                len: 0,
+                                armed: None,
+                                overflow: false,
+                            },
+                            "metaroce_cq"
+                        ),
+                        GFP_KERNEL,
+                    )?,
+                },
+                GFP_KERNEL,
+            )?,
+        })
+    }
+
+    pub(crate) fn poll_one(&self) -> Option<Wc> {
+        let mut r = self.inner.ring.lock();
+        if r.len == 0 {
+            return None;
+        }
+        let cap = r.slots.len();
+        let head = r.head;
+        let wc = r.slots.get_mut(head).and_then(|s| s.take());
+        r.head = if head + 1 >= cap { 0 } else { head + 1 };
+        r.len -= 1;
+        wc
+    }
+
+    pub(crate) fn req_notify(&self, solicited: bool) -> bool {
+        let mut r = self.inner.ring.lock();
+        r.armed = Some(solicited);
+        r.len > 0
+    }
+}
+
+/// A protection domain.
+pub(crate) struct Pd {
+    pub(crate) id: u32,
+}
+
+/// A memory region.
+pub(crate) struct Mr {
+    pub(crate) key: u32,
+    pub(crate) dev: Arc<Shared>,
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    node: Arc<QpNode>,
+}
+
+type QpNode = Timer<QpShared>;
+
+pub(crate) struct QpShared {
+    qpn: u32,
+    id: QpId,
+    pd: u32,
+    user: bool,
+    sig_all: bool,
+    caps: QpCaps,
+    dev: Arc<Shared>,
+    scq: Arc<CqShared>,
+    rcq: Arc<CqShared>,
+    st: Pin<KBox<SpinLockBh<QpInner>>>,
+}
+
+struct SqEntry {
+    wr: SendWr,
+    msn: u32,
+    /// Transport verdict: `Some(None)` delivered, `Some(Some(code))` refused.
+    done: Option<Option<NakCode>>,
+    inline: KVec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct RxMsg {
+    used: bool,
+    opcode: u8,
+    imm: Option<u32>,
+    len: u32,
+}
+
+struct QpInner {
+    state: QpState,
+    access: Access,
+    mtu: u32,
+    dest_qp: u32,
+    rq_psn: u32,
+    sq_psn: u32,
+    dest_ip: [u8; 4],
+    max_rd_atomic: u8,
+    max_dest_rd_atomic: u8,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    conn: Option<KBox<Connection<PATHS>>>,
+    sq: KVec<SqEntry>,
+    next_msn: u32,
+    next_rsn: u32,
+    rq: KVec<RecvWr>,
+    /// Receive number of `rq[0]`: receives consumed so far.
+    rq_base: u32,
+    rstream: RecvStream,
+    rx: [RxMsg; MAX_OUTSTANDING as usize],
+    dead: bool,
+}
+
+fn nak_status(code: NakCode) -> WcStatus {
+    match code {
+        NakCode::RemoteAccess => WcStatus::RemAccessErr,
+        NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+        NakCode::ReceiverNotReady | NakCode::RemoteOperation => WcStatus::RemOpErr,
+    }
+}
+
+fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendImm(_) => WcOpcode::Send,
+        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+    }
+}
+
+impl QpShared {
+    fn wc(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32, imm: Option<u32>, src_qp: u32) -> Wc {
+        Wc {
+            wr_id,
+            status,
+            opcode,
+            byte_len,
+            imm,
+            qp: self.id,
+            src_qp,
+        }
+    }
+
+    /// Moves to the error state: every outstanding request completes flushed.
+    fn to_error(&self, st: &mut QpInner) {
+        st.state = QpState::Err;
+        st.conn = None;
+        for e in st.sq.drain_all() {
+            let wc = self.wc(e.wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&e.wr.op), 0, None, st.dest_qp);
+            self.scq.push(wc, false);
+        }
+        for r in st.rq.drain_all() {
+            let wc = self.wc(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, st.dest_qp);
+            self.rcq.push(wc, false);
+        }
+    }
+
+    /// Sends what the connection has to send, reports what completed and arms
+    /// the timer. Called with the QP lock held.
+    fn pump(&self, timer: &Timer<QpShared>, st: &mut QpInner) {
+        let mut now = now_ns();
+        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+        let tables = &self.dev.tables;
+        // Bounds the due-deadline rounds, should one not move its deadline.
+        let mut rounds = 0;
+        loop {
+            let Some(conn) = st.conn.as_mut() else { break };
+            if let Some(t) = conn.poll_transmit(now, &mut hdr) {
+                let Some(h) = hdr.get(..t.len) else { break };
+                let Some(seg) = t.payload else {
+                    self.dev.send(st.dest_ip, t.sport, h, 0, |_| Ok(()));
+                    continue;
+                };
+                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
+                let pd = self.pd;
+                self.dev.send(st.dest_ip, t.sport, h, usize::from(seg.len), |buf| {
+                    gather(e, pd, &tables.lock(), seg.offset, buf)
+                });
+                continue;
+            }
+            // Deadlines already due (an ACK owed now, a pacing slot) are
+            // handled here: the kernel's timers may be as coarse as a jiffy.
+            match conn.next_timeout() {
+                Some(at) if at <= now && rounds < 64 => {
+                    rounds += 1;
+                    conn.on_timeout(now);
+                    now = now_ns();
+                }
+                _ => break,
+            }
+        }
+        // Completions, in order.
+        while let Some(c) = st.conn.as_mut().and_then(|c| c.poll_event()) {
+            if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
+                e.done = Some(c.error);
+            }
+        }
+        let mut failed = false;
+        while let Some(first) = st.sq.first() {
+            let Some(verdict) = first.done else { break };
+            let e = st.sq.remove(0);
+            let Ok(e) = e else { break };
+            let status = verdict.map_or(WcStatus::Success, nak_status);
+            if status != WcStatus::Success || e.wr.signaled || self.sig_all {
+                let len = e.wr.len() as u32;
+                self.scq.push(self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), len, None, st.dest_qp), false);
+            }
+            if status != WcStatus::Success {
+                failed = true;
+                break;
+            }
+        }
+        if failed {
+            self.to_error(st);
+            return;
+        }
+        if let Some(at) = st.conn.as_ref().and_then(|c| c.next_timeout()) {
+            timer.start(at.saturating_sub(now).max(1_000));
+        }
+    }
+
+    /// Places one arriving data packet; `Err` names the NAK to send.
+    fn place(&self, st: &mut QpInner, h: &crate::transport::wire::DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+        let idx = (h.msn % MAX_OUTSTANDING) as usize;
+        match st.rstream.on_packet(h.msn, bytes.len() as u32, h.msg_len) {
+            Ok(()) => {}
+            Err(StreamError::Completed) => return Ok(false),
+            Err(_) => return Err(NakCode::InvalidRequest),
+        }
+        let tables = self.dev.tables.lock();
+        match h.opcode {
+            Opcode::Write | Opcode::WriteImm => {
+                let r = h.remote.ok_or(NakCode::InvalidRequest)?;
+                let e = tables.mr(r.rkey).ok_or(NakCode::RemoteAccess)?;
+                if e.pd != self.pd || !e.access.has(Access::REMOTE_WRITE) || !st.access.has(Access::REMOTE_WRITE) {
+                    return Err(NakCode::RemoteAccess);
+                }
+                let at = r.addr.checked_add(u64::from(h.offset)).ok_or(NakCode::RemoteAccess)?;
+                let off = e.offset(at, bytes.len() as u64).ok_or(NakCode::RemoteAccess)?;
+                e.umem.write(off, bytes).map_err(|_| NakCode::RemoteAccess)?;
+            }
+            Opcode::Send | Opcode::SendImm => {
+                let d = h.rsn.wrapping_sub(st.rq_base as u8);
+                if u32::from(d) >= MAX_OUTSTANDING {
+                    return Err(NakCode::InvalidRequest);
+                }
+                let rwr = st.rq.get(usize::from(d)).ok_or(NakCode::ReceiverNotReady)?;
+                scatter(rwr, self.pd, &tables, h.offset, bytes).ok_or(NakCode::InvalidRequest)?;
+            }
+            _ => return Err(NakCode::InvalidRequest),
+        }
+        drop(tables);
+        if let Some(m) = st.rx.get_mut(idx) {
+            *m = RxMsg {
+                used: true,
+                opcode: h.opcode as u8,
+                imm: h.imm,
+                len: h.msg_len,
+            };
+        }
+        Ok(true)
+    }
+
+    /// Releases the receive completions of messages complete in order.
+    fn complete_receives(&self, st: &mut QpInner) {
+        let mut progressed = false;
+        while let Some(msn) = st.rstream.pop_completed() {
+            progressed = true;
+            let m = st.rx.get_mut((msn % MAX_OUTSTANDING) as usize).map(core::mem::take).unwrap_or_default();
+            let consumes = m.used
+                && (m.opcode == Opcode::Send as u8 || m.opcode == Opcode::SendImm as u8 || m.opcode == Opcode::WriteImm as u8);
+            if !consumes {
+                continue;
+            }
+            if st.rq.is_empty() {
+                continue;
+            }
+            let Ok(r) = st.rq.remove(0) else { continue };
+            st.rq_base = st.rq_base.wrapping_add(1);
+            let (op, len) = if m.opcode == Opcode::WriteImm as u8 {
+                (WcOpcode::RecvRdmaWithImm, 0)
+            } else {
+                (WcOpcode::Recv, m.len)
+            };
+            self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, len, m.imm, st.dest_qp), false);
+        }
+        if progressed {
+            let next = st.rstream.progress();
+            if let Some(c) = st.conn.as_mut() {
+                c.set_progress(0, next);
+            }
+        }
+    }
+}
+
+/// Copies bytes `[offset, offset + buf.len())` of a send request's data.
+fn gather(e: &SqEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Result {
+    if !e.inline.is_empty() || e.wr.inline {
+        let src = e.inline.get(offset as usize..offset as usize + buf.len()).ok_or(EINVAL)?;
+        buf.copy_from_slice(src);
+        return Ok(());
+    }
+    let mut skip = u64::from(offset);
+    let mut done = 0usize;
+    for s in e.wr.sges() {
+        if done == buf.len() {
+            break;
+        }
+        let l = u64::from(s.length);
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let n = ((l - skip) as usize).min(buf.len() - done);
+        let (mr, off) = t.local(pd, s.addr, l, s.lkey, false).ok_or(EINVAL)?;
+        mr.umem.read(off + skip, buf.get_mut(done..done + n).ok_or(EINVAL)?)?;
+        done += n;
+        skip = 0;
+    }
+    if done == buf.len() {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// Writes arriving Send bytes at `offset` of a receive request's buffers.
+fn scatter(r: &RecvWr, pd: u32, t: &Tables, offset: u32, bytes: &[u8]) -> Option<()> {
+    let mut skip = u64::from(offset);
+    let mut done = 0usize;
+    for s in r.sges() {
+        if done == bytes.len() {
+            break;
+        }
+        let l = u64::from(s.length);
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let n = ((l - skip) as usize).min(bytes.len() - done);
+        let (mr, off) = t.local(pd, s.addr, l, s.lkey, true)?;
+        mr.umem.write(off + skip, bytes.get(done..done + n)?).ok()?;
+        done += n;
+        skip = 0;
+    }
+    (done == bytes.len()).then_some(())
+}
+
+impl TimerHandler for QpShared {
+    fn expired(&self) {
+        // The timer is the first field of the node; the handler only sees its
+        // data, so the node is found again through the table.
+        let node = {
+            let t = self.dev.tables.lock();
+            t.qps.iter().find(|q| q.qpn == self.qpn).cloned()
+        };
+        if let Some(node) = node {
+            let mut st = node.st.lock();
+            if st.dead {
+                return;
+            }
+            if let Some(c) = st.conn.as_mut() {
+                c.on_timeout(now_ns());
+            }
+            node.pump(&node, &mut st);
+        }
+    }
+}
+
+impl QpNode {
+    fn receive(&self, pkt: &RxPacket<'_>) {
+        let mut st = self.st.lock();
+        if st.dead || !matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || pkt.saddr != st.dest_ip {
+            return;
+        }
+        let Some(conn) = st.conn.as_mut() else { return };
+        let r = conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
+        if let Ok(Received::Data(h, bytes)) = r {
+            match self.place(&mut st, &h, bytes) {
+                Ok(_) => self.complete_receives(&mut st),
+                Err(code) => {
+                    if let Some(c) = st.conn.as_mut() {
+                        c.reject(h.common.path, h.stream, h.msn, code);
+                    }
+                }
+            }
+        }
+        self.pump(self, &mut st);
+    }
+}
+
+impl Qp {
+    pub(crate) fn create(dev: &Arc<Shared>, req: &mut QpCreate<'_, super::device::MrDevice>) -> Result<(Self, u32)> {
+        if !req.rc {
+            return Err(ENOTSUPP);
+        }
+        let c = &mut req.caps;
+        if c.max_send_wr > MAX_QP_WR || c.max_recv_wr > MAX_QP_WR || c.max_send_sge > MAX_SGE
+            || c.max_recv_sge > MAX_SGE || c.max_inline_data > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        c.max_send_wr = c.max_send_wr.max(1);
+        c.max_recv_wr = c.max_recv_wr.max(1);
+        c.max_send_sge = MAX_SGE;
+        c.max_recv_sge = MAX_SGE;
+        c.max_inline_data = MAX_INLINE;
+        let qpn = {
+            let mut t = dev.tables.lock();
+            let q = t.next_qpn;
+            t.next_qpn = if q >= 0xff_ffff { FIRST_QPN } else { q + 1 };
+            q
+        };
+        let shared = QpShared {
+            qpn,
+            id: req.id,
+            pd: req.pd.id,
+            user: req.user,
+            sig_all: req.sig_all,
+            caps: *c,
+            dev: dev.clone(),
+            scq: req.send_cq.inner.clone(),
+            rcq: req.recv_cq.inner.clone(),
+            st: KBox::pin_init(
+                new_spinlock_bh!(
+                    QpInner {
+                        state: QpState::Reset,
+                        access: Access(0),
+                        mtu: 1024,
+                        dest_qp: 0,
+                        rq_psn: 0,
+                        sq_psn: 0,
+                        dest_ip: [0; 4],
+                        max_rd_atomic: 0,
+                        max_dest_rd_atomic: 0,
+                        timeout: 0,
+                        retry_cnt: 0,
+                        rnr_retry: 0,
+                        min_rnr_timer: 0,
+                        conn: None,
+                        sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?,
+                        next_msn: 0,
+                        next_rsn: 0,
+                        rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL)?,
+                        rq_base: 0,
+                        rstream: RecvStream::new(0),
+                        rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
+                        dead: false,
+                    },
+                    "metaroce_qp"
+                ),
+                GFP_KERNEL,
+            )?,
+        };
+        let node = Arc::pin_init(Timer::new(shared), GFP_KERNEL)?;
+        dev.tables.lock().qps.push(node.clone(), GFP_ATOMIC)?;
+        Ok((Self { node }, qpn))
+    }
+
+    pub(crate) fn modify(&self, m: &QpModify) -> Result {
+        let n = &self.node;
+        let mut st = n.st.lock();
+        if m.dest_unsupported {
+            return Err(EINVAL);
+        }
+        if let Some(a) = m.access {
+            st.access = a;
+        }
+        if let Some(v) = m.path_mtu {
+            st.mtu = v;
+        }
+        if let Some(v) = m.dest_qp {
+            st.dest_qp = v;
+        }
+        if let Some(v) = m.rq_psn {
+            st.rq_psn = v;
+        }
+        if let Some(v) = m.sq_psn {
+            st.sq_psn = v;
+        }
+        if let Some(v) = m.dest_ip4 {
+            st.dest_ip = v;
+        }
+        if let Some(v) = m.max_rd_atomic {
+            st.max_rd_atomic = v;
+        }
+        if let Some(v) = m.max_dest_rd_atomic {
+            st.max_dest_rd_atomic = v;
+        }
+        if let Some(v) = m.timeout {
+            st.timeout = v;
+        }
+        if let Some(v) = m.retry_cnt {
+            st.retry_cnt = v;
+        }
+        if let Some(v) = m.rnr_retry {
+            st.rnr_retry = v;
+        }
+        if let Some(v) = m.min_rnr_timer {
+            st.min_rnr_timer = v;
+        }
+        let Some(new) = m.state else { return Ok(()) };
+        match new {
+            QpState::Rtr if st.conn.is_none() => {
+                // Both ends start every path at PSN 0: the connection is as
+                // new as the QP pair (QP numbers are not reused soon).
+                let mut cfg = Config::new(n.qpn, st.dest_qp, PATHS as u16, st.mtu as u16);
+                cfg.port_seed = n.qpn.rotate_left(8) ^ st.dest_qp ^ u32::from_ne_bytes(st.dest_ip);
+                cfg.reorder_window = 32;
+                cfg.ack_delay_ns = 0;
+                let mut conn = KBox::new(EMPTY_CONN, GFP_ATOMIC)?;
+                conn.configure(cfg);
+                st.conn = Some(conn);
+            }
+            QpState::Err => n.to_error(&mut st),
+            QpState::Reset => {
+                st.conn = None;
+                st.sq.clear();
+                st.rq.clear();
+                st.next_msn = 0;
+                st.next_rsn = 0;
+                st.rq_base = 0;
+                st.rstream = RecvStream::new(0);
+                st.rx = [RxMsg::default(); MAX_OUTSTANDING as usize];
+            }
+            _ => {}
+        }
+        st.state = new;
+        Ok(())
+    }
+
+    pub(crate) fn query(&self) -> QpQuery {
+        let n = &self.node;
+        let st = n.st.lock();
+        QpQuery {
+            state: st.state,
+            access: st.access,
+            path_mtu: st.mtu,
+            dest_qp: st.dest_qp,
+            rq_psn: st.rq_psn,
+            sq_psn: st.sq_psn,
+            caps: n.caps,
+            max_rd_atomic: st.max_rd_atomic,
+            max_dest_rd_atomic: st.max_dest_rd_atomic,
+            timeout: st.timeout,
+            retry_cnt: st.retry_cnt,
+            rnr_retry: st.rnr_retry,
+            min_rnr_timer: st.min_rnr_timer,
+        }
+    }
+
+    pub(crate) fn destroy(&self) {
+        let n = &self.node;
+        n.dev.tables.lock().qps.retain(|q| q.qpn != n.qpn);
+        {
+            let mut st = n.st.lock();
+            st.dead = true;
+            st.conn = None;
+        }
+        n.cancel();
+        n.scq.purge(n.id);
+        n.rcq.purge(n.id);
+    }
+
+    pub(crate) fn post_send(&self, wr: &SendWr) -> Result {
+        let n = &self.node;
+        let len = wr.len();
+        let mut inline = KVec::new();
+        if wr.inline && len > 0 {
+            if len > u64::from(MAX_INLINE) || !n.user {
+                return Err(EINVAL);
+            }
+            inline.reserve(len as usize, GFP_KERNEL)?;
+            for s in wr.sges() {
+                let at = inline.len();
+                inline.resize(at + s.length as usize, 0, GFP_KERNEL)?;
+                copy_from_user(inline.get_mut(at..).ok_or(EINVAL)?, s.addr)?;
+            }
+        }
+        let mut st = n.st.lock();
+        if st.state != QpState::Rts {
+            return Err(EINVAL);
+        }
+        if st.sq.len() >= n.caps.max_send_wr as usize {
+            return Err(ENOMEM);
+        }
+        let (opcode, remote, imm) = match wr.op {
+            SendOp::Send => (Opcode::Send, None, None),
+            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i)),
+            SendOp::Write { addr, rkey } => (Opcode::Write, Some(Remote { rkey, addr }), None),
+            SendOp::WriteImm { addr, rkey, imm } => (Opcode::WriteImm, Some(Remote { rkey, addr }), Some(imm)),
+            _ => return Err(ENOTSUPP),
+        };
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        // Local buffers are checked now: a bad one completes in error at once.
+        let local_ok = !inline.is_empty() || {
+            let t = n.dev.tables.lock();
+            wr.sges().iter().all(|s| t.local(n.pd, s.addr, u64::from(s.length), s.lkey, false).is_some())
+        };
+        let msn = st.next_msn;
+        let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
+        let rsn = if matches!(opcode, Opcode::Send | Opcode::SendImm) { st.next_rsn as u8 } else { 0 };
+        if !local_ok {
+            let wc = n.wc(wr.wr_id, WcStatus::LocProtErr, wc_opcode(&wr.op), 0, None, st.dest_qp);
+            n.scq.push(wc, false);
+            n.to_error(&mut st);
+            return Ok(());
+        }
+        let conn = st.conn.as_mut().ok_or(EINVAL)?;
+        conn.post(Message {
+            opcode,
+            stream: 0,
+            msn,
+            rsn,
+            len: len32,
+            remote,
+            imm,
+            atomic: None,
+        })
+        .map_err(|_| ENOMEM)?;
+        st.sq.push(
+            SqEntry {
+                wr: *wr,
+                msn,
+                done: None,
+                inline,
+            },
+            GFP_ATOMIC,
+        )?;
+        st.next_msn = msn.wrapping_add(1);
+        if consumes {
+            st.next_rsn = st.next_rsn.wrapping_add(1);
+        }
+        n.pump(n, &mut st);
+        Ok(())
+    }
+
+    pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result {
+        let n = &self.node;
+        let mut st = n.st.lock();
+        if st.state == QpState::Reset {
+            return Err(EINVAL);
+        }
+        if st.state == QpState::Err {
+            n.rcq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, st.dest_qp), false);
+            return Ok(());
+        }
+        if st.rq.len() >= n.caps.max_recv_wr as usize {
+            return Err(ENOMEM);
+        }
+        st.rq.push(*wr, GFP_ATOMIC)?;
+        Ok(())
+    }
+}
