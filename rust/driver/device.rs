@@ -132,7 +132,7 @@ impl DeviceOps for MrDevice {
             max_cqe: MAX_CQE as i32,
             max_mr: 1 << 20,
             max_pd: 1 << 16,
-            max_rd_atom: 0,
+            max_rd_atom: 16,
             max_inline_data: MAX_INLINE,
         })
     }

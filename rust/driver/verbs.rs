@@ -27,7 +27,7 @@ use crate::transport::{
     conn::{Config, Connection, Message, Received},
     framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
     stream::{RecvStream, StreamError, MAX_OUTSTANDING},
-    wire::{Opcode, NakCode, Remote},
+    wire::{Atomic, DataHeader, NakCode, Opcode, Remote},
 };
 use kernel::{
     alloc::KVec,
@@ -354,13 +354,46 @@ struct SqEntry {
     /// Transport verdict: `Some(None)` delivered, `Some(Some(code))` refused.
     done: Option<Option<NakCode>>,
     inline: KVec<u8>,
+    /// Reads and atomics: the response's number on the response stream, and
+    /// whether all of it has arrived.
+    resp: Option<u32>,
+    resp_done: bool,
 }
+
+impl SqEntry {
+    /// Whether the request is over: delivered (and answered, if it asks for
+    /// an answer) or refused.
+    fn finished(&self) -> Option<Option<NakCode>> {
+        match self.done {
+            Some(Some(code)) => Some(Some(code)),
+            Some(None) if self.resp.is_none() || self.resp_done => Some(None),
+            _ => None,
+        }
+    }
+}
+
+/// The stream of a QP's requests, and the stream its responder's answers
+/// (Read data, atomic results) travel on, in the other direction.
+const REQUESTS: u32 = 0;
+const RESPONSES: u32 = 1;
 
 #[derive(Clone, Copy, Default)]
 struct RxMsg {
     used: bool,
     opcode: u8,
     imm: Option<u32>,
+    len: u32,
+    remote: Option<Remote>,
+    atomic: Option<Atomic>,
+}
+
+/// A response the responder owes: Read data from its memory, or the value an
+/// atomic found.
+struct RespEntry {
+    msn: u32,
+    posted: bool,
+    read: Option<Remote>,
+    value: [u8; 8],
     len: u32,
 }
 
@@ -387,6 +420,12 @@ struct QpInner {
     rq_base: u32,
     rstream: RecvStream,
     rx: [RxMsg; MAX_OUTSTANDING as usize],
+    /// Requester: reads/atomics posted; responses received.
+    next_resp: u32,
+    resp_stream: RecvStream,
+    /// Responder: responses owed, oldest first, and the next one's number.
+    owed: KVec<RespEntry>,
+    next_owed: u32,
     dead: bool,
 }
 
@@ -425,6 +464,7 @@ impl QpShared {
     fn to_error(&self, st: &mut QpInner) {
         st.state = QpState::Err;
         st.conn = None;
+        st.owed.clear();
         for e in st.sq.drain_all() {
             let wc = self.wc(e.wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&e.wr.op), 0, None, st.dest_qp);
             self.scq.push(wc, false);
@@ -438,6 +478,7 @@ impl QpShared {
     /// Sends what the connection has to send, reports what completed and arms
     /// the timer. Called with the QP lock held.
     fn pump(&self, timer: &Timer<QpShared>, st: &mut QpInner) {
+        self.post_responses(st);
         let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
@@ -451,8 +492,15 @@ impl QpShared {
                     self.dev.send(st.dest_ip, t.sport, h, 0, |_| Ok(()));
                     continue;
                 };
-                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
                 let pd = self.pd;
+                if seg.stream == RESPONSES {
+                    let Some(o) = st.owed.iter().find(|o| o.msn == seg.msn) else { continue };
+                    self.dev.send(st.dest_ip, t.sport, h, usize::from(seg.len), |buf| {
+                        gather_response(o, pd, &tables.lock(), seg.offset, buf)
+                    });
+                    continue;
+                }
+                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
                 self.dev.send(st.dest_ip, t.sport, h, usize::from(seg.len), |buf| {
                     gather(e, pd, &tables.lock(), seg.offset, buf)
                 });
@@ -471,18 +519,20 @@ impl QpShared {
         }
         // Completions, in order.
         while let Some(c) = st.conn.as_mut().and_then(|c| c.poll_event()) {
-            if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
+            if c.stream == RESPONSES {
+                st.owed.retain(|o| o.msn != c.msn);
+            } else if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
                 e.done = Some(c.error);
             }
         }
         let mut failed = false;
         while let Some(first) = st.sq.first() {
-            let Some(verdict) = first.done else { break };
+            let Some(verdict) = first.finished() else { break };
             let e = st.sq.remove(0);
             let Ok(e) = e else { break };
             let status = verdict.map_or(WcStatus::Success, nak_status);
             if status != WcStatus::Success || e.wr.signaled || self.sig_all {
-                let len = e.wr.len() as u32;
+                let len = if status == WcStatus::Success { e.wr.len() as u32 } else { 0 };
                 self.scq.push(self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), len, None, st.dest_qp), false);
             }
             if status != WcStatus::Success {
@@ -500,24 +550,48 @@ impl QpShared {
     }
 
     /// Places one arriving data packet; `Err` names the NAK to send.
-    fn place(&self, st: &mut QpInner, h: &crate::transport::wire::DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+    fn place(&self, st: &mut QpInner, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+        if h.stream == RESPONSES {
+            return self.place_response(st, h, bytes);
+        }
+        if h.stream != REQUESTS {
+            return Err(NakCode::InvalidRequest);
+        }
         let idx = (h.msn % MAX_OUTSTANDING) as usize;
-        match st.rstream.on_packet(h.msn, bytes.len() as u32, h.msg_len) {
+        // Read requests and atomics carry no bytes: their one packet is all
+        // of them (`msg_len` is the length asked for).
+        let carried = if h.opcode.has_payload() { h.msg_len } else { 0 };
+        match st.rstream.on_packet(h.msn, bytes.len() as u32, carried) {
             Ok(()) => {}
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
         }
         let tables = self.dev.tables.lock();
+        // The target region of a remote access, checked for `right` on both
+        // the QP and the region, and for bounds: its offset.
+        let remote = |right: u32, at: u64, len: u64| -> Result<(&MrEntry, u64), NakCode> {
+            let r = h.remote.ok_or(NakCode::InvalidRequest)?;
+            let e = tables.mr(r.rkey).ok_or(NakCode::RemoteAccess)?;
+            if e.pd != self.pd || !e.access.has(right) || !st.access.has(right) {
+                return Err(NakCode::RemoteAccess);
+            }
+            let at = r.addr.checked_add(at).ok_or(NakCode::RemoteAccess)?;
+            Ok((e, e.offset(at, len).ok_or(NakCode::RemoteAccess)?))
+        };
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
-                let r = h.remote.ok_or(NakCode::InvalidRequest)?;
-                let e = tables.mr(r.rkey).ok_or(NakCode::RemoteAccess)?;
-                if e.pd != self.pd || !e.access.has(Access::REMOTE_WRITE) || !st.access.has(Access::REMOTE_WRITE) {
-                    return Err(NakCode::RemoteAccess);
-                }
-                let at = r.addr.checked_add(u64::from(h.offset)).ok_or(NakCode::RemoteAccess)?;
-                let off = e.offset(at, bytes.len() as u64).ok_or(NakCode::RemoteAccess)?;
+                let (e, off) = remote(Access::REMOTE_WRITE, u64::from(h.offset), bytes.len() as u64)?;
                 e.umem.write(off, bytes).map_err(|_| NakCode::RemoteAccess)?;
+            }
+            Opcode::ReadReq => {
+                remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
+            }
+            Opcode::CmpSwap | Opcode::FetchAdd => {
+                let r = h.remote.ok_or(NakCode::InvalidRequest)?;
+                if r.addr % 8 != 0 {
+                    return Err(NakCode::InvalidRequest);
+                }
+                remote(Access::REMOTE_ATOMIC, 0, 8)?;
             }
             Opcode::Send | Opcode::SendImm => {
                 let d = h.rsn.wrapping_sub(st.rq_base as u8);
@@ -525,9 +599,9 @@ impl QpShared {
                     return Err(NakCode::InvalidRequest);
                 }
                 let rwr = st.rq.get(usize::from(d)).ok_or(NakCode::ReceiverNotReady)?;
-                scatter(rwr, self.pd, &tables, h.offset, bytes).ok_or(NakCode::InvalidRequest)?;
+                scatter(rwr.sges(), self.pd, &tables, h.offset, bytes).ok_or(NakCode::InvalidRequest)?;
             }
-            _ => return Err(NakCode::InvalidRequest),
+            Opcode::ReadResp => return Err(NakCode::InvalidRequest),
         }
         drop(tables);
         if let Some(m) = st.rx.get_mut(idx) {
@@ -536,9 +610,92 @@ impl QpShared {
                 opcode: h.opcode as u8,
                 imm: h.imm,
                 len: h.msg_len,
+                remote: h.remote,
+                atomic: h.atomic,
             };
         }
         Ok(true)
+    }
+
+    /// Places Read data or an atomic's result into the request's buffers.
+    fn place_response(&self, st: &mut QpInner, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+        if h.opcode != Opcode::ReadResp {
+            return Err(NakCode::InvalidRequest);
+        }
+        let Some(e) = st.sq.iter().find(|e| e.resp == Some(h.msn)) else {
+            // Not ours (any more): a late copy after the request completed.
+            return match st.resp_stream.on_packet(h.msn, bytes.len() as u32, h.msg_len) {
+                Err(StreamError::Completed) => Ok(false),
+                _ => Err(NakCode::InvalidRequest),
+            };
+        };
+        if u64::from(h.msg_len) != e.wr.len() {
+            return Err(NakCode::InvalidRequest);
+        }
+        match st.resp_stream.on_packet(h.msn, bytes.len() as u32, h.msg_len) {
+            Ok(()) => {}
+            Err(StreamError::Completed) => return Ok(false),
+            Err(_) => return Err(NakCode::InvalidRequest),
+        }
+        let tables = self.dev.tables.lock();
+        scatter(e.wr.sges(), self.pd, &tables, h.offset, bytes).ok_or(NakCode::InvalidRequest)?;
+        drop(tables);
+        while let Some(msn) = st.resp_stream.pop_completed() {
+            if let Some(e) = st.sq.iter_mut().find(|e| e.resp == Some(msn)) {
+                e.resp_done = true;
+            }
+        }
+        let next = st.resp_stream.progress();
+        if let Some(c) = st.conn.as_mut() {
+            c.set_progress(RESPONSES, next);
+        }
+        Ok(true)
+    }
+
+    /// Performs an atomic on the target (checked when it arrived) and returns
+    /// the value found. Atomics of this device are serialised by the table lock.
+    fn atomic(&self, m: &RxMsg) -> Option<[u8; 8]> {
+        let r = m.remote?;
+        let a = m.atomic?;
+        let tables = self.dev.tables.lock();
+        let e = tables.mr(r.rkey)?;
+        let off = e.offset(r.addr, 8)?;
+        let mut old = [0u8; 8];
+        e.umem.read(off, &mut old).ok()?;
+        let v = u64::from_ne_bytes(old);
+        let new = if m.opcode == Opcode::CmpSwap as u8 {
+            if v == a.compare {
+                a.swap_add
+            } else {
+                v
+            }
+        } else {
+            v.wrapping_add(a.swap_add)
+        };
+        e.umem.write(off, &new.to_ne_bytes()).ok()?;
+        Some(old)
+    }
+
+    /// Posts the responses owed that the connection can take now.
+    fn post_responses(&self, st: &mut QpInner) {
+        let QpInner { owed, conn, .. } = st;
+        let Some(conn) = conn.as_mut() else { return };
+        for o in owed.iter_mut().filter(|o| !o.posted) {
+            let msg = Message {
+                opcode: Opcode::ReadResp,
+                stream: RESPONSES,
+                msn: o.msn,
+                rsn: 0,
+                len: o.len,
+                remote: None,
+                imm: None,
+                atomic: None,
+            };
+            if conn.post(msg).is_err() {
+                break;
+            }
+            o.posted = true;
+        }
     }
 
     /// Releases the receive completions of messages complete in order.
@@ -547,6 +704,31 @@ impl QpShared {
         while let Some(msn) = st.rstream.pop_completed() {
             progressed = true;
             let m = st.rx.get_mut((msn % MAX_OUTSTANDING) as usize).map(core::mem::take).unwrap_or_default();
+            let answer = if m.opcode == Opcode::ReadReq as u8 {
+                Some((m.remote, [0u8; 8], m.len))
+            } else if m.opcode == Opcode::CmpSwap as u8 || m.opcode == Opcode::FetchAdd as u8 {
+                // Checked on arrival; a region deregistered since answers 0.
+                Some((None, self.atomic(&m).unwrap_or_default(), 8))
+            } else {
+                None
+            };
+            if let Some((read, value, len)) = answer {
+                let msn = st.next_owed;
+                st.next_owed = msn.wrapping_add(1);
+                let entry = RespEntry {
+                    msn,
+                    posted: false,
+                    read,
+                    value,
+                    len,
+                };
+                if st.owed.push(entry, GFP_ATOMIC).is_err() {
+                    // Out of memory: the requester's Read never completes and
+                    // its QP times out; nothing is corrupted.
+                    pr_warn!("qp {}: no memory for a response\n", self.qpn);
+                }
+                continue;
+            }
             let consumes = m.used
                 && (m.opcode == Opcode::Send as u8 || m.opcode == Opcode::SendImm as u8 || m.opcode == Opcode::WriteImm as u8);
             if !consumes {
@@ -557,18 +739,20 @@ impl QpShared {
             }
             let Ok(r) = st.rq.remove(0) else { continue };
             st.rq_base = st.rq_base.wrapping_add(1);
-            let (op, len) = if m.opcode == Opcode::WriteImm as u8 {
-                (WcOpcode::RecvRdmaWithImm, 0)
+            // A Write with Immediate reports the bytes written, as Sends do.
+            let op = if m.opcode == Opcode::WriteImm as u8 {
+                WcOpcode::RecvRdmaWithImm
             } else {
-                (WcOpcode::Recv, m.len)
+                WcOpcode::Recv
             };
-            self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, len, m.imm, st.dest_qp), false);
+            self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp), false);
         }
         if progressed {
             let next = st.rstream.progress();
             if let Some(c) = st.conn.as_mut() {
-                c.set_progress(0, next);
+                c.set_progress(REQUESTS, next);
             }
+            self.post_responses(st);
         }
     }
 }
@@ -604,11 +788,29 @@ fn gather(e: &SqEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Resu
     }
 }
 
-/// Writes arriving Send bytes at `offset` of a receive request's buffers.
-fn scatter(r: &RecvWr, pd: u32, t: &Tables, offset: u32, bytes: &[u8]) -> Option<()> {
+/// Copies bytes of a response: Read data from the responder's region (checked
+/// again: it may have been deregistered since), or an atomic's result.
+fn gather_response(o: &RespEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Result {
+    let Some(r) = o.read else {
+        let src = o.value.get(offset as usize..offset as usize + buf.len()).ok_or(EINVAL)?;
+        buf.copy_from_slice(src);
+        return Ok(());
+    };
+    let e = t.mr(r.rkey).ok_or(EINVAL)?;
+    if e.pd != pd || !e.access.has(Access::REMOTE_READ) {
+        return Err(EINVAL);
+    }
+    let at = r.addr.checked_add(u64::from(offset)).ok_or(EINVAL)?;
+    let off = e.offset(at, buf.len() as u64).ok_or(EINVAL)?;
+    e.umem.read(off, buf)
+}
+
+/// Writes arriving bytes at `offset` of the local buffers `sges` (a receive,
+/// or the target of a Read or atomic), which need local write access.
+fn scatter(sges: &[crate::abstractions::verbs::Sge], pd: u32, t: &Tables, offset: u32, bytes: &[u8]) -> Option<()> {
     let mut skip = u64::from(offset);
     let mut done = 0usize;
-    for s in r.sges() {
+    for s in sges {
         if done == bytes.len() {
             break;
         }
@@ -725,6 +927,10 @@ impl Qp {
                         rq_base: 0,
                         rstream: RecvStream::new(0),
                         rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
+                        next_resp: 0,
+                        resp_stream: RecvStream::new(0),
+                        owed: KVec::new(),
+                        next_owed: 0,
                         dead: false,
                     },
                     "metaroce_qp"
@@ -802,6 +1008,10 @@ impl Qp {
                 st.rq_base = 0;
                 st.rstream = RecvStream::new(0);
                 st.rx = [RxMsg::default(); MAX_OUTSTANDING as usize];
+                st.next_resp = 0;
+                st.resp_stream = RecvStream::new(0);
+                st.owed.clear();
+                st.next_owed = 0;
             }
             _ => {}
         }
@@ -864,18 +1074,38 @@ impl Qp {
         if st.sq.len() >= n.caps.max_send_wr as usize {
             return Err(ENOMEM);
         }
-        let (opcode, remote, imm) = match wr.op {
-            SendOp::Send => (Opcode::Send, None, None),
-            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i)),
-            SendOp::Write { addr, rkey } => (Opcode::Write, Some(Remote { rkey, addr }), None),
-            SendOp::WriteImm { addr, rkey, imm } => (Opcode::WriteImm, Some(Remote { rkey, addr }), Some(imm)),
-            _ => return Err(ENOTSUPP),
+        let (opcode, remote, imm, atomic) = match wr.op {
+            SendOp::Send => (Opcode::Send, None, None, None),
+            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i), None),
+            SendOp::Write { addr, rkey } => (Opcode::Write, Some(Remote { rkey, addr }), None, None),
+            SendOp::WriteImm { addr, rkey, imm } => {
+                (Opcode::WriteImm, Some(Remote { rkey, addr }), Some(imm), None)
+            }
+            SendOp::Read { addr, rkey } => (Opcode::ReadReq, Some(Remote { rkey, addr }), None, None),
+            SendOp::CmpSwap { addr, rkey, compare, swap } => (
+                Opcode::CmpSwap,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic { swap_add: swap, compare }),
+            ),
+            SendOp::FetchAdd { addr, rkey, add } => (
+                Opcode::FetchAdd,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic { swap_add: add, compare: 0 }),
+            ),
         };
+        let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
+        if (atomic.is_some() && len != 8) || (answered && wr.inline) {
+            return Err(EINVAL);
+        }
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
         // Local buffers are checked now: a bad one completes in error at once.
         let local_ok = !inline.is_empty() || {
             let t = n.dev.tables.lock();
-            wr.sges().iter().all(|s| t.local(n.pd, s.addr, u64::from(s.length), s.lkey, false).is_some())
+            wr.sges()
+                .iter()
+                .all(|s| t.local(n.pd, s.addr, u64::from(s.length), s.lkey, answered).is_some())
         };
         let msn = st.next_msn;
         let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
@@ -895,19 +1125,25 @@ impl Qp {
             len: len32,
             remote,
             imm,
-            atomic: None,
+            atomic,
         })
         .map_err(|_| ENOMEM)?;
+        let resp = answered.then_some(st.next_resp);
         st.sq.push(
             SqEntry {
                 wr: *wr,
                 msn,
                 done: None,
                 inline,
+                resp,
+                resp_done: false,
             },
             GFP_ATOMIC,
         )?;
         st.next_msn = msn.wrapping_add(1);
+        if answered {
+            st.next_resp = st.next_resp.wrapping_add(1);
+        }
         if consumes {
             st.next_rsn = st.next_rsn.wrapping_add(1);
         }
