@@ -8,22 +8,26 @@ pub(crate) mod link;
 mod transport_kunit;
 pub(crate) mod verbs;
 
-use crate::abstractions::device::DeviceSet;
+use crate::abstractions::{device::DeviceSet, net::NetPorts};
 use device::MrDevice;
 use kernel::prelude::*;
 
 /// State shared by the link type, the netdevice notifier and module exit.
 #[pin_data]
 pub(crate) struct Driver {
-    /// Every MetaRoCE device. Dropping the driver unregisters those left.
+    /// Every MetaRoCE device. Dropping the driver unregisters those left
+    /// (fields drop in order: the devices go before their ports).
     #[pin]
     pub(crate) devices: DeviceSet<MrDevice>,
+    /// The MetaRoCE UDP port of each network namespace.
+    pub(crate) ports: NetPorts<verbs::Shared>,
 }
 
 impl Driver {
-    pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self> {
-        pin_init!(Self {
+    pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
             devices <- DeviceSet::new(module),
+            ports: NetPorts::register()?,
         })
     }
 }

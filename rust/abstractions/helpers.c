@@ -183,14 +183,14 @@ u64 mr_ktime_get_ns(void)
 	return ktime_get_ns();
 }
 
-void mr_sock_hold(struct sock *sk)
+struct net *mr_sock_net(const struct sock *sk)
 {
-	sock_hold(sk);
+	return sock_net(sk);
 }
 
-void mr_sock_put(struct sock *sk)
+void *mr_net_generic(const struct net *net, unsigned int id)
 {
-	sock_put(sk);
+	return net_generic(net, id);
 }
 
 unsigned int mr_rt_headroom(struct rtable *rt)

@@ -18,6 +18,8 @@
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <net/netns/generic.h>
+#include <linux/rtnetlink.h>
 
 bool mr_ib_device_try_get(struct ib_device *dev);
 enum ib_port_state mr_ib_get_curr_port_state(struct net_device *ndev);
@@ -55,8 +57,8 @@ long mr_ptr_err(const void *ptr);
 void mr_ip_rt_put(struct rtable *rt);
 struct sock *mr_socket_sk(struct socket *sock);
 void *mr_rcu_sk_user_data(const struct sock *sk);
-void mr_sock_hold(struct sock *sk);
-void mr_sock_put(struct sock *sk);
+struct net *mr_sock_net(const struct sock *sk);
+void *mr_net_generic(const struct net *net, unsigned int id);
 unsigned int mr_rt_headroom(struct rtable *rt);
 void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns);
 u64 mr_ktime_get_ns(void);

@@ -9,7 +9,9 @@
 
 use super::{bindings, netdev::NetDevice};
 use core::marker::PhantomData;
+use super::sync::SpinLockBh;
 use kernel::{
+    alloc::KVec,
     error::to_result,
     ffi::c_int,
     prelude::*,
@@ -30,122 +32,38 @@ pub(crate) struct RxPacket<'a> {
     pub(crate) payload: &'a [u8],
 }
 
-/// Receives the datagrams of a [`UdpPort`], in softirq context.
+/// A user of a namespace's [`NetPort`] (one RDMA device), to which the port
+/// hands the datagrams that are its business.
 pub(crate) trait UdpHandler: Send + Sync + 'static {
-    /// Handles one datagram; it is freed afterwards.
+    /// Whether `pkt` is for this handler (checked under the port's lock; must
+    /// not take a lock that the transmit path holds around [`NetPort::send`]).
+    fn owns(&self, pkt: &RxPacket<'_>) -> bool;
+    /// Handles one datagram, in softirq context; it is freed afterwards.
     fn receive(&self, pkt: &RxPacket<'_>);
 }
 
-/// A kernel UDP socket bound to a port in one network namespace, whose
-/// datagrams go to `H` (an encapsulation socket, as tunnels use).
-///
-/// # Invariants
-///
-/// `sk` is a live socket whose `sk_user_data` is `Arc::into_raw(handler)`;
-/// both are released by `drop`, after an RCU grace period.
-pub(crate) struct UdpPort<H: UdpHandler> {
+/// The MetaRoCE UDP port of one network namespace, shared by the devices in
+/// it: one kernel UDP tunnel socket whose receive callback runs in softirq.
+/// It is opened by the first device of the namespace and closed when the
+/// namespace goes away (or the module does), like soft-RoCE's.
+pub(crate) struct NetPort<H: UdpHandler> {
+    inner: Pin<KBox<SpinLockBh<PortInner<H>>>>,
+}
+
+struct PortInner<H> {
+    /// The socket; null once the namespace is going away.
     sk: *mut bindings::sock,
-    handler: *const H,
+    devs: KVec<Arc<H>>,
 }
 
-// SAFETY: The socket is used only through thread-safe kernel calls.
-unsafe impl<H: UdpHandler> Send for UdpPort<H> {}
-// SAFETY: As above.
-unsafe impl<H: UdpHandler> Sync for UdpPort<H> {}
-
-impl<H: UdpHandler> UdpPort<H> {
-    /// Opens UDP port `port` (IPv4, any address) in `ndev`'s namespace.
-    pub(crate) fn open(ndev: &NetDevice, port: u16, handler: Arc<H>) -> Result<(Self, TxSock)> {
-        let mut cfg = bindings::udp_port_cfg::default();
-        cfg.family = bindings::AF_INET as u8;
-        cfg.local_udp_port = port.to_be();
-        let mut sock: *mut bindings::socket = core::ptr::null_mut();
-        // SAFETY: `ndev` is valid, so is its namespace; `cfg` and `sock` are
-        // valid for the call.
-        to_result(unsafe {
-            bindings::udp_sock_create4(bindings::mr_dev_net(ndev.as_raw()), &mut cfg, &mut sock)
-        })?;
-        let raw = Arc::into_raw(handler);
-        let mut tcfg = bindings::udp_tunnel_sock_cfg::default();
-        tcfg.sk_user_data = raw.cast_mut().cast();
-        tcfg.encap_type = 1;
-        tcfg.encap_rcv = Some(Self::encap_rcv);
-        // SAFETY: `sock` was just created; the configuration is complete.
-        let sk = unsafe {
-            let sk = bindings::mr_socket_sk(sock);
-            bindings::setup_udp_tunnel_sock(bindings::mr_dev_net(ndev.as_raw()), sk, &mut tcfg);
-            sk
-        };
-        // SAFETY: `sk` is live; the reference is dropped by `TxSock`.
-        unsafe { bindings::mr_sock_hold(sk) };
-        // INVARIANT: set up as described.
-        Ok((Self { sk, handler: raw }, TxSock { sk }))
-    }
-
-    unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
-        // SAFETY: The UDP receive path calls this under RCU with a live socket
-        // and an skb we now own; `sk_user_data` is ours until `drop` clears it
-        // and waits for a grace period.
-        unsafe {
-            let h = bindings::mr_rcu_sk_user_data(sk).cast::<H>();
-            if !h.is_null() && bindings::mr_skb_linearize(skb) == 0 {
-                let data = bindings::mr_skb_data(skb);
-                let len = bindings::mr_skb_len(skb) as usize;
-                // The data starts at the UDP header.
-                if len >= 8 {
-                    let bytes = core::slice::from_raw_parts(data, len);
-                    let pkt = RxPacket {
-                        saddr: bindings::mr_skb_saddr4(skb).to_ne_bytes(),
-                        daddr: bindings::mr_skb_daddr4(skb).to_ne_bytes(),
-                        sport: u16::from_be_bytes([bytes[0], bytes[1]]),
-                        ce: bindings::mr_skb_ce4(skb),
-                        payload: &bytes[8..],
-                    };
-                    (*h).receive(&pkt);
-                }
-            }
-            bindings::consume_skb(skb);
-        }
-        0
-    }
-}
-
-impl<H: UdpHandler> Drop for UdpPort<H> {
-    fn drop(&mut self) {
-        // SAFETY: `sk` is live (type invariant); after the release and a
-        // grace period no receive callback can still see the handler.
-        unsafe {
-            bindings::udp_tunnel_sock_release(self.sk);
-            bindings::synchronize_rcu();
-            drop(Arc::from_raw(self.handler));
-        }
-    }
-}
-
-/// A reference to a tunnel socket for transmission.
-///
-/// # Invariants
-///
-/// `sk` is a socket with a reference held by this object.
-pub(crate) struct TxSock {
-    sk: *mut bindings::sock,
-}
-
-// SAFETY: Transmission through a referenced socket works from any context.
-unsafe impl Send for TxSock {}
-// SAFETY: As above.
-unsafe impl Sync for TxSock {}
-
-impl Drop for TxSock {
-    fn drop(&mut self) {
-        // SAFETY: The reference is ours (type invariant).
-        unsafe { bindings::mr_sock_put(self.sk) }
-    }
-}
+// SAFETY: The socket pointer is only used under the lock, while it is set.
+unsafe impl<H: Send + Sync> Send for PortInner<H> {}
 
 /// Why a datagram was not sent.
 #[derive(Debug)]
 pub(crate) enum TxError {
+    /// The namespace's port is closed.
+    Closed,
     /// No route to the destination.
     NoRoute,
     /// No memory for the packet.
@@ -154,13 +72,25 @@ pub(crate) enum TxError {
     Fill,
 }
 
-impl TxSock {
+impl<H: UdpHandler> NetPort<H> {
+    /// Stops sending and receiving: the namespace is going away.
+    fn close(&self) -> *mut bindings::sock {
+        let mut i = self.inner.lock();
+        i.devs.clear();
+        core::mem::replace(&mut i.sk, core::ptr::null_mut())
+    }
+
+    /// Removes a device from the port (it stays open for the namespace).
+    pub(crate) fn detach(&self, dev: &Arc<H>) {
+        let mut i = self.inner.lock();
+        i.devs.retain(|d| !Arc::ptr_eq(d, dev));
+    }
+
     /// Sends a UDP datagram from `sport` to `daddr:dport` (IPv4, network
     /// order): `header` followed by `payload_len` bytes written by `fill`.
     /// Runs in any context (atomic allocation).
     pub(crate) fn send(
         &self,
-        net_of: &NetDevice,
         daddr: [u8; 4],
         sport: u16,
         dport: u16,
@@ -168,13 +98,16 @@ impl TxSock {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result,
     ) -> Result<(), TxError> {
+        let i = self.inner.lock();
+        if i.sk.is_null() {
+            return Err(TxError::Closed);
+        }
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
         fl.__fl_common.flowic_proto = 17; // IPPROTO_UDP
-        // SAFETY: `net_of` is valid; `fl` is valid for the call.
-        let rt = unsafe {
-            bindings::mr_ip_route_output_key(bindings::mr_dev_net(net_of.as_raw()), &mut fl)
-        };
+        // SAFETY: `sk` is open (set under the lock) and so is its namespace;
+        // `fl` is valid for the call.
+        let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(rt.cast()) } {
             return Err(TxError::NoRoute);
@@ -205,11 +138,11 @@ impl TxSock {
             return Err(TxError::Fill);
         }
         // SAFETY: `rt` is held and its reference passes to the call with the
-        // skb; `sk` is a referenced socket (type invariant).
+        // skb; `sk` is open.
         unsafe {
             bindings::udp_tunnel_xmit_skb(
                 rt,
-                self.sk,
+                i.sk,
                 skb,
                 fl.saddr,
                 fl.daddr,
@@ -224,6 +157,194 @@ impl TxSock {
             );
         }
         Ok(())
+    }
+
+    unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
+        // SAFETY: The UDP receive path calls this under RCU with a live socket
+        // and an skb we now own; `sk_user_data` is the port, which outlives
+        // the socket by an RCU grace period (see `NetPorts`).
+        unsafe {
+            let port = bindings::mr_rcu_sk_user_data(sk).cast::<Self>();
+            if !port.is_null() && bindings::mr_skb_linearize(skb) == 0 {
+                let data = bindings::mr_skb_data(skb);
+                let len = bindings::mr_skb_len(skb) as usize;
+                // The data starts at the UDP header.
+                if len >= 8 {
+                    let bytes = core::slice::from_raw_parts(data, len);
+                    let pkt = RxPacket {
+                        saddr: bindings::mr_skb_saddr4(skb).to_ne_bytes(),
+                        daddr: bindings::mr_skb_daddr4(skb).to_ne_bytes(),
+                        sport: u16::from_be_bytes([bytes[0], bytes[1]]),
+                        ce: bindings::mr_skb_ce4(skb),
+                        payload: &bytes[8..],
+                    };
+                    let dev = {
+                        let i = (*port).inner.lock();
+                        i.devs.iter().find(|d| d.owns(&pkt)).cloned()
+                    };
+                    if let Some(d) = dev {
+                        d.receive(&pkt);
+                    }
+                }
+            }
+            bindings::consume_skb(skb);
+        }
+        0
+    }
+}
+
+/// The per-namespace MetaRoCE ports of a module: a `pernet_operations`
+/// registration whose per-namespace slot holds the namespace's [`NetPort`].
+/// Dropping it closes every port.
+///
+/// # Invariants
+///
+/// While registered, the slot of each namespace is null or
+/// `Arc::into_raw` of its port, whose socket's `sk_user_data` is the same
+/// pointer; the slot and the socket are changed under RTNL.
+pub(crate) struct NetPorts<H: UdpHandler> {
+    _p: PhantomData<H>,
+}
+
+struct PernetStatic(core::cell::UnsafeCell<bindings::pernet_operations>, core::cell::UnsafeCell<u32>);
+
+// SAFETY: Written once before registration (under the module's init) and then
+// owned by the kernel's pernet machinery.
+unsafe impl Sync for PernetStatic {}
+
+static PERNET: PernetStatic = PernetStatic(
+    // SAFETY: An all-zero `pernet_operations` is a valid, empty one.
+    core::cell::UnsafeCell::new(unsafe { core::mem::zeroed() }),
+    core::cell::UnsafeCell::new(0),
+);
+
+impl<H: UdpHandler> NetPorts<H> {
+    /// Registers the per-namespace slots. Only one `NetPorts` may exist.
+    pub(crate) fn register() -> Result<Self> {
+        // SAFETY: Nothing else uses the static before registration; the slot
+        // is one pointer, zeroed (null) by the kernel for every namespace.
+        unsafe {
+            let ops = &mut *PERNET.0.get();
+            ops.id = PERNET.1.get();
+            ops.size = size_of::<*const NetPort<H>>();
+            ops.pre_exit = Some(Self::pre_exit);
+            ops.exit = Some(Self::exit);
+            to_result(bindings::register_pernet_subsys(ops))?;
+        }
+        Ok(Self { _p: PhantomData })
+    }
+
+    fn slot(net: *mut bindings::net) -> *mut *const NetPort<H> {
+        // SAFETY: Registered (type invariant): the id is assigned and every
+        // live namespace has the slot.
+        unsafe { bindings::mr_net_generic(net, *PERNET.1.get()).cast() }
+    }
+
+    /// Adds `dev` to the port of `ndev`'s namespace, opening the port if it
+    /// is the namespace's first device.
+    pub(crate) fn attach(&self, ndev: &NetDevice, dev: Arc<H>) -> Result<Arc<NetPort<H>>> {
+        // SAFETY: `ndev` is valid; so is its namespace while it is.
+        let net = unsafe { bindings::mr_dev_net(ndev.as_raw()) };
+        // SAFETY: RTNL guards the slots (type invariant).
+        unsafe { bindings::rtnl_lock() };
+        let r = (|| {
+            let slot = Self::slot(net);
+            // SAFETY: The slot is valid; RTNL is held.
+            let mut raw = unsafe { *slot };
+            if raw.is_null() {
+                raw = Self::open(net)?;
+                // SAFETY: As above.
+                unsafe { *slot = raw };
+            }
+            // SAFETY: `raw` is a live port: the slot holds a reference.
+            let port = unsafe { Arc::from_raw(raw) };
+            let ours = port.clone();
+            core::mem::forget(port);
+            ours.inner.lock().devs.push(dev, GFP_ATOMIC)?;
+            Ok(ours)
+        })();
+        // SAFETY: Taken above.
+        unsafe { bindings::rtnl_unlock() };
+        r
+    }
+
+    /// Opens the port of `net` (RTNL held) and returns the slot's reference.
+    fn open(net: *mut bindings::net) -> Result<*const NetPort<H>> {
+        let port = Arc::new(
+            NetPort {
+                inner: KBox::pin_init(
+                    crate::new_spinlock_bh!(
+                        PortInner {
+                            sk: core::ptr::null_mut(),
+                            devs: KVec::new(),
+                        },
+                        "metaroce_port"
+                    ),
+                    GFP_KERNEL,
+                )?,
+            },
+            GFP_KERNEL,
+        )?;
+        let mut cfg = bindings::udp_port_cfg::default();
+        cfg.family = bindings::AF_INET as u8;
+        cfg.local_udp_port = crate::transport::framing::UDP_PORT.to_be();
+        let mut sock: *mut bindings::socket = core::ptr::null_mut();
+        // SAFETY: `net` is live (a device of it is being added); `cfg` and
+        // `sock` are valid for the call.
+        to_result(unsafe { bindings::udp_sock_create4(net, &mut cfg, &mut sock) })?;
+        let raw = Arc::into_raw(port);
+        let mut tcfg = bindings::udp_tunnel_sock_cfg::default();
+        tcfg.sk_user_data = raw.cast_mut().cast();
+        tcfg.encap_type = 1;
+        tcfg.encap_rcv = Some(NetPort::<H>::encap_rcv);
+        // SAFETY: `sock` was just created; the configuration is complete;
+        // `raw` is live (its reference goes to the slot).
+        unsafe {
+            let sk = bindings::mr_socket_sk(sock);
+            (*raw).inner.lock().sk = sk;
+            bindings::setup_udp_tunnel_sock(net, sk, &mut tcfg);
+        }
+        Ok(raw)
+    }
+
+    /// The namespace is going away: close its port (the datagrams in flight
+    /// finish before `exit`, an RCU grace period later).
+    unsafe extern "C" fn pre_exit(net: *mut bindings::net) {
+        // SAFETY: RTNL guards the slot (type invariant).
+        unsafe { bindings::rtnl_lock() };
+        // SAFETY: The namespace still has its slot.
+        let raw = unsafe { *Self::slot(net) };
+        if !raw.is_null() {
+            // SAFETY: The slot's reference keeps the port live.
+            let sk = unsafe { (*raw).close() };
+            if !sk.is_null() {
+                // SAFETY: Open until now; nothing sends on it any more.
+                unsafe { bindings::udp_tunnel_sock_release(sk) };
+            }
+        }
+        // SAFETY: Taken above.
+        unsafe { bindings::rtnl_unlock() };
+    }
+
+    unsafe extern "C" fn exit(net: *mut bindings::net) {
+        let slot = Self::slot(net);
+        // SAFETY: The namespace's last use of the slot: no device can attach
+        // to a namespace that is being destroyed, and `pre_exit` closed the
+        // socket a grace period ago.
+        unsafe {
+            let raw = core::mem::replace(&mut *slot, core::ptr::null());
+            if !raw.is_null() {
+                drop(Arc::from_raw(raw));
+            }
+        }
+    }
+}
+
+impl<H: UdpHandler> Drop for NetPorts<H> {
+    fn drop(&mut self) {
+        // SAFETY: Registered by `register`; this runs `pre_exit` and `exit`
+        // for every namespace.
+        unsafe { bindings::unregister_pernet_subsys(PERNET.0.get()) };
     }
 }
 

@@ -8,13 +8,13 @@ use crate::abstractions::{
         Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable,
         PortState,
     },
-    net::UdpPort,
+    net::NetPorts,
     netdev::NetDevice,
     verbs::{
         Access, CqEvents, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, Wc,
     },
 };
-use crate::transport::framing::{max_payload, HEADER_OVERHEAD, UDP_PORT};
+use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
 use kernel::{prelude::*, sync::Arc};
 
 /// The uverbs ABI version (`uapi/rdma/metaroce-abi.h`).
@@ -31,22 +31,20 @@ pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 /// The one port of every MetaRoCE device.
 pub(crate) const PORT: u32 = 1;
 
-/// Per-device state: the objects' shared tables and the UDP port.
+/// Per-device state: the objects' shared tables, attached to the MetaRoCE
+/// UDP port of the net device's namespace.
 pub(crate) struct MrDevice {
     shared: Arc<Shared>,
-    _port: UdpPort<Shared>,
 }
 
 impl MrDevice {
-    /// Opens the MetaRoCE UDP port in `ndev`'s namespace for a new device.
-    pub(crate) fn new(ndev: &NetDevice) -> Result<Self> {
-        let shared = Shared::new(ndev.into())?;
-        let (port, tx) = UdpPort::open(ndev, UDP_PORT, shared.clone())?;
-        shared.set_tx(tx);
-        Ok(Self {
-            shared,
-            _port: port,
-        })
+    /// A device on `ndev`, attached to its namespace's port (opened if this
+    /// is the namespace's first device).
+    pub(crate) fn new(ndev: &NetDevice, ports: &NetPorts<Shared>) -> Result<Self> {
+        let shared = Shared::new()?;
+        let port = ports.attach(ndev, shared.clone())?;
+        shared.set_port(port);
+        Ok(Self { shared })
     }
 }
 

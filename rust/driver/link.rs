@@ -26,7 +26,7 @@ impl LinkOps for Driver {
             );
             return Err(EINVAL);
         };
-        let data = MrDevice::new(ndev).inspect_err(|e| {
+        let data = MrDevice::new(ndev, &self.ports).inspect_err(|e| {
             pr_err!("{name_str}: cannot open UDP port {}: {e:?}\n", crate::transport::framing::UDP_PORT);
         })?;
         match self.devices.add(name, ndev, node_guid(mac), Ok::<_, Error>(data)) {

@@ -14,8 +14,7 @@
 //! memory-region table, then CQ.
 
 use crate::abstractions::{
-    net::{now_ns, RxPacket, Timer, TimerHandler, TxSock, UdpHandler},
-    netdev::NetDevice,
+    net::{now_ns, NetPort, RxPacket, Timer, TimerHandler, UdpHandler},
     sync::SpinLockBh,
     verbs::{
         copy_from_user, Access, CqEvents, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpQuery,
@@ -32,7 +31,10 @@ use crate::transport::{
 use kernel::{
     alloc::KVec,
     prelude::*,
-    sync::{aref::ARef, Arc},
+    sync::{
+        atomic::{Atomic as KAtomic, Relaxed},
+        Arc,
+    },
 };
 
 /// Paths (UDP source ports) of every connection.
@@ -47,19 +49,26 @@ pub(crate) const MAX_SGE: u32 = crate::abstractions::verbs::MAX_SGE as u32;
 /// The first QP number handed out (0 and 1 are the special QPs).
 const FIRST_QPN: u32 = 0x11;
 
+/// The next QP number, module-wide: devices in one namespace share a UDP
+/// port, and an arriving packet is routed by the QP number it names.
+static NEXT_QPN: KAtomic<u32> = KAtomic::new(0);
+
+fn alloc_qpn() -> u32 {
+    FIRST_QPN + NEXT_QPN.fetch_add(1, Relaxed) % (0x100_0000 - FIRST_QPN)
+}
+
 static EMPTY_CONN: Connection<PATHS> = Connection::EMPTY;
 
 /// State shared by a device's objects and its receive path.
 pub(crate) struct Shared {
-    ndev: ARef<NetDevice>,
-    tx: Pin<KBox<SpinLockBh<Option<TxSock>>>>,
+    /// The namespace's port, until the device goes away.
+    port: Pin<KBox<SpinLockBh<Option<Arc<NetPort<Shared>>>>>>,
     tables: Pin<KBox<SpinLockBh<Tables>>>,
 }
 
 struct Tables {
     mrs: KVec<Option<MrEntry>>,
     qps: KVec<Arc<QpNode>>,
-    next_qpn: u32,
     next_pd: u32,
     key_gen: u8,
 }
@@ -75,9 +84,23 @@ struct MrEntry {
 impl MrEntry {
     /// The region offset of `[addr, addr + len)`, if it lies within.
     fn offset(&self, addr: u64, len: u64) -> Option<u64> {
-        let off = addr.checked_sub(self.iova)?;
-        (off.checked_add(len)? <= self.umem.len()).then_some(off)
+        region_offset(self.iova, self.umem.len(), addr, len)
     }
+}
+
+/// The offset of `[addr, addr + len)` in a region of `size` bytes at `iova`,
+/// if it lies entirely within.
+fn region_offset(iova: u64, size: u64, addr: u64, len: u64) -> Option<u64> {
+    let off = addr.checked_sub(iova)?;
+    (off.checked_add(len)? <= size).then_some(off)
+}
+
+/// Which posted receive (index from the oldest) a Send with receive number
+/// `rsn` (low 8 bits) uses, when `consumed` receives are already used: one
+/// of the next `MAX_OUTSTANDING`, or none.
+fn receive_slot(consumed: u32, rsn: u8) -> Option<usize> {
+    let d = rsn.wrapping_sub(consumed as u8);
+    (u32::from(d) < MAX_OUTSTANDING).then_some(usize::from(d))
 }
 
 impl Tables {
@@ -97,17 +120,15 @@ impl Tables {
 }
 
 impl Shared {
-    pub(crate) fn new(ndev: ARef<NetDevice>) -> Result<Arc<Self>> {
+    pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::new(
             Self {
-                ndev,
-                tx: KBox::pin_init(new_spinlock_bh!(None, "metaroce_tx"), GFP_KERNEL)?,
+                port: KBox::pin_init(new_spinlock_bh!(None, "metaroce_dev_port"), GFP_KERNEL)?,
                 tables: KBox::pin_init(
                     new_spinlock_bh!(
                         Tables {
                             mrs: KVec::new(),
                             qps: KVec::new(),
-                            next_qpn: FIRST_QPN,
                             next_pd: 1,
                             key_gen: 0,
                         },
@@ -121,14 +142,16 @@ impl Shared {
         .map_err(Into::into)
     }
 
-    pub(crate) fn set_tx(&self, tx: TxSock) {
-        *self.tx.lock() = Some(tx);
+    pub(crate) fn set_port(&self, port: Arc<NetPort<Shared>>) {
+        *self.port.lock() = Some(port);
     }
 
-    /// Stops transmission (the device is going away).
-    pub(crate) fn close(&self) {
-        let tx = self.tx.lock().take();
-        drop(tx);
+    /// Leaves the namespace's port (the device is going away).
+    pub(crate) fn close(self: &Arc<Self>) {
+        let port = self.port.lock().take();
+        if let Some(p) = port {
+            p.detach(self);
+        }
     }
 
     pub(crate) fn alloc_pd(&self) -> u32 {
@@ -177,20 +200,28 @@ impl Shared {
     }
 
     fn send(&self, dest: [u8; 4], sport: u16, hdr: &[u8], len: usize, fill: impl FnOnce(&mut [u8]) -> Result) {
-        let tx = self.tx.lock();
-        if let Some(tx) = tx.as_ref() {
+        let port = self.port.lock().clone();
+        if let Some(p) = port {
             // A datagram that cannot be sent is a loss; the transport recovers.
-            let _ = tx.send(&self.ndev, dest, sport, UDP_PORT, hdr, len, fill);
+            let _ = p.send(dest, sport, UDP_PORT, hdr, len, fill);
         }
+    }
+
+    /// The QP number a packet names (bytes 4..8: the receiver's connection
+    /// id, which is the receiving QP's number).
+    fn qpn_of(pkt: &RxPacket<'_>) -> Option<u32> {
+        let id = pkt.payload.get(4..8)?;
+        Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
     }
 }
 
 impl UdpHandler for Shared {
+    fn owns(&self, pkt: &RxPacket<'_>) -> bool {
+        Self::qpn_of(pkt).is_some_and(|qpn| self.tables.lock().qps.iter().any(|q| q.qpn == qpn))
+    }
+
     fn receive(&self, pkt: &RxPacket<'_>) {
-        // Bytes 4..8 of every MetaRoCE packet: the receiver's connection id,
-        // which is the receiving QP's number.
-        let Some(id) = pkt.payload.get(4..8) else { return };
-        let qpn = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+        let Some(qpn) = Self::qpn_of(pkt) else { return };
         let node = {
             let t = self.tables.lock();
             match t.qps.iter().find(|q| q.qpn == qpn) {
@@ -351,6 +382,11 @@ pub(crate) struct QpShared {
 struct SqEntry {
     wr: SendWr,
     msn: u32,
+    /// The transport message, and whether the connection has taken it yet
+    /// (it holds at most `MAX_OUTSTANDING` per stream; the send queue may
+    /// be deeper).
+    msg: Message,
+    posted: bool,
     /// Transport verdict: `Some(None)` delivered, `Some(Some(code))` refused.
     done: Option<Option<NakCode>>,
     inline: KVec<u8>,
@@ -426,6 +462,9 @@ struct QpInner {
     /// Responder: responses owed, oldest first, and the next one's number.
     owed: KVec<RespEntry>,
     next_owed: u32,
+    /// A receive that failed on arrival (index in `rq`): it completes with
+    /// this status and the QP moves to the error state once the NAK is out.
+    fatal: Option<(usize, WcStatus)>,
     dead: bool,
 }
 
@@ -461,9 +500,10 @@ impl QpShared {
     }
 
     /// Moves to the error state: every outstanding request completes flushed.
+    /// The connection stays: it still acknowledges what arrives (refusing
+    /// it), so the peer's requests complete, in error, instead of hanging.
     fn to_error(&self, st: &mut QpInner) {
         st.state = QpState::Err;
-        st.conn = None;
         st.owed.clear();
         for e in st.sq.drain_all() {
             let wc = self.wc(e.wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&e.wr.op), 0, None, st.dest_qp);
@@ -478,7 +518,36 @@ impl QpShared {
     /// Sends what the connection has to send, reports what completed and arms
     /// the timer. Called with the QP lock held.
     fn pump(&self, timer: &Timer<QpShared>, st: &mut QpInner) {
+        // A second round when completions made room for queued requests.
+        for _ in 0..2 {
+            if !self.pump_once(st) {
+                break;
+            }
+        }
+        if st.state == QpState::Err {
+            return;
+        }
+        if let Some(at) = st.conn.as_ref().and_then(|c| c.next_timeout()) {
+            timer.start(at.saturating_sub(now_ns()).max(1_000));
+        }
+    }
+
+    /// Hands queued requests to the connection, in order, while it takes them.
+    fn post_queued(st: &mut QpInner) {
+        let QpInner { sq, conn, .. } = st;
+        let Some(conn) = conn.as_mut() else { return };
+        for e in sq.iter_mut().filter(|e| !e.posted) {
+            if conn.post(e.msg).is_err() {
+                break;
+            }
+            e.posted = true;
+        }
+    }
+
+    /// One round of `pump`; returns whether another may post more.
+    fn pump_once(&self, st: &mut QpInner) -> bool {
         self.post_responses(st);
+        Self::post_queued(st);
         let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
@@ -526,8 +595,10 @@ impl QpShared {
             }
         }
         let mut failed = false;
+        let mut reaped = false;
         while let Some(first) = st.sq.first() {
             let Some(verdict) = first.finished() else { break };
+            reaped = true;
             let e = st.sq.remove(0);
             let Ok(e) = e else { break };
             let status = verdict.map_or(WcStatus::Success, nak_status);
@@ -542,11 +613,9 @@ impl QpShared {
         }
         if failed {
             self.to_error(st);
-            return;
+            return false;
         }
-        if let Some(at) = st.conn.as_ref().and_then(|c| c.next_timeout()) {
-            timer.start(at.saturating_sub(now).max(1_000));
-        }
+        reaped && st.sq.iter().any(|e| !e.posted)
     }
 
     /// Places one arriving data packet; `Err` names the NAK to send.
@@ -580,8 +649,11 @@ impl QpShared {
         };
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
-                let (e, off) = remote(Access::REMOTE_WRITE, u64::from(h.offset), bytes.len() as u64)?;
-                e.umem.write(off, bytes).map_err(|_| NakCode::RemoteAccess)?;
+                // The whole message must fit, whichever packet comes first:
+                // otherwise the packets inside would land before the one
+                // outside is refused.
+                let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
+                e.umem.write(base + u64::from(h.offset), bytes).map_err(|_| NakCode::RemoteAccess)?;
             }
             Opcode::ReadReq => {
                 remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
@@ -594,11 +666,15 @@ impl QpShared {
                 remote(Access::REMOTE_ATOMIC, 0, 8)?;
             }
             Opcode::Send | Opcode::SendImm => {
-                let d = h.rsn.wrapping_sub(st.rq_base as u8);
-                if u32::from(d) >= MAX_OUTSTANDING {
+                let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
+                let rwr = st.rq.get(d).ok_or(NakCode::ReceiverNotReady)?;
+                let room: u64 = rwr.sges().iter().map(|s| u64::from(s.length)).sum();
+                if u64::from(h.msg_len) > room {
+                    // Nothing of it is placed; the receive completes with a
+                    // local length error and the QP fails (after the NAK).
+                    st.fatal = Some((d, WcStatus::LocLenErr));
                     return Err(NakCode::InvalidRequest);
                 }
-                let rwr = st.rq.get(usize::from(d)).ok_or(NakCode::ReceiverNotReady)?;
                 scatter(rwr.sges(), self.pd, &tables, h.offset, bytes).ok_or(NakCode::InvalidRequest)?;
             }
             Opcode::ReadResp => return Err(NakCode::InvalidRequest),
@@ -852,13 +928,20 @@ impl TimerHandler for QpShared {
 impl QpNode {
     fn receive(&self, pkt: &RxPacket<'_>) {
         let mut st = self.st.lock();
-        if st.dead || !matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || pkt.saddr != st.dest_ip {
+        let live = matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd);
+        if st.dead || !(live || st.state == QpState::Err) || pkt.saddr != st.dest_ip {
             return;
         }
         let Some(conn) = st.conn.as_mut() else { return };
         let r = conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
         if let Ok(Received::Data(h, bytes)) = r {
-            match self.place(&mut st, &h, bytes) {
+            let placed = if live {
+                self.place(&mut st, &h, bytes)
+            } else {
+                // In the error state nothing is placed: every request fails.
+                Err(NakCode::RemoteOperation)
+            };
+            match placed {
                 Ok(_) => self.complete_receives(&mut st),
                 Err(code) => {
                     if let Some(c) = st.conn.as_mut() {
@@ -868,6 +951,14 @@ impl QpNode {
             }
         }
         self.pump(self, &mut st);
+        if let Some((d, status)) = st.fatal.take() {
+            if d < st.rq.len() {
+                if let Ok(r) = st.rq.remove(d) {
+                    self.rcq.push(self.wc(r.wr_id, status, WcOpcode::Recv, 0, None, st.dest_qp), false);
+                }
+            }
+            self.to_error(&mut st);
+        }
     }
 }
 
@@ -887,12 +978,7 @@ impl Qp {
         c.max_send_sge = MAX_SGE;
         c.max_recv_sge = MAX_SGE;
         c.max_inline_data = MAX_INLINE;
-        let qpn = {
-            let mut t = dev.tables.lock();
-            let q = t.next_qpn;
-            t.next_qpn = if q >= 0xff_ffff { FIRST_QPN } else { q + 1 };
-            q
-        };
+        let qpn = alloc_qpn();
         let shared = QpShared {
             qpn,
             id: req.id,
@@ -931,6 +1017,7 @@ impl Qp {
                         resp_stream: RecvStream::new(0),
                         owed: KVec::new(),
                         next_owed: 0,
+                        fatal: None,
                         dead: false,
                     },
                     "metaroce_qp"
@@ -1068,6 +1155,11 @@ impl Qp {
             }
         }
         let mut st = n.st.lock();
+        if st.state == QpState::Err {
+            // Verbs: accepted, and completed at once as flushed.
+            n.scq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&wr.op), 0, None, st.dest_qp), false);
+            return Ok(());
+        }
         if st.state != QpState::Rts {
             return Err(EINVAL);
         }
@@ -1116,23 +1208,26 @@ impl Qp {
             n.to_error(&mut st);
             return Ok(());
         }
-        let conn = st.conn.as_mut().ok_or(EINVAL)?;
-        conn.post(Message {
+        if st.conn.is_none() {
+            return Err(EINVAL);
+        }
+        let msg = Message {
             opcode,
-            stream: 0,
+            stream: REQUESTS,
             msn,
             rsn,
             len: len32,
             remote,
             imm,
             atomic,
-        })
-        .map_err(|_| ENOMEM)?;
+        };
         let resp = answered.then_some(st.next_resp);
         st.sq.push(
             SqEntry {
                 wr: *wr,
                 msn,
+                msg,
+                posted: false,
                 done: None,
                 inline,
                 resp,
@@ -1166,5 +1261,86 @@ impl Qp {
         }
         st.rq.push(*wr, GFP_ATOMIC)?;
         Ok(())
+    }
+}
+
+#[kunit_tests(metaroce_verbs)]
+mod tests {
+    use super::*;
+    use crate::abstractions::verbs::Sge;
+
+    #[test]
+    fn region_bounds_are_exact() {
+        // A 4096-byte region at 0x1000.
+        assert_eq!(region_offset(0x1000, 4096, 0x1000, 4096), Some(0));
+        assert_eq!(region_offset(0x1000, 4096, 0x1ff8, 8), Some(0xff8));
+        assert_eq!(region_offset(0x1000, 4096, 0x1ff9, 8), None);
+        assert_eq!(region_offset(0x1000, 4096, 0x0fff, 1), None);
+        assert_eq!(region_offset(0x1000, 4096, 0x2000, 0), Some(4096));
+        assert_eq!(region_offset(0x1000, 4096, 0x2000, 1), None);
+        assert_eq!(region_offset(0, u64::MAX, u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn sends_find_their_receive_across_the_wrap() {
+        assert_eq!(receive_slot(0, 0), Some(0));
+        assert_eq!(receive_slot(250, 250), Some(0));
+        assert_eq!(receive_slot(250, 3), Some(9));
+        assert_eq!(receive_slot(250, 250u8.wrapping_add(63)), Some(63));
+        // Older than the oldest posted receive, or too far ahead.
+        assert_eq!(receive_slot(250, 249), None);
+        assert_eq!(receive_slot(250, (250u32 + 64) as u8), None);
+    }
+
+    fn entry(op: SendOp, resp: Option<u32>) -> SqEntry {
+        let mut sge = [Sge::default(); crate::abstractions::verbs::MAX_SGE];
+        sge[0].length = 8;
+        SqEntry {
+            wr: SendWr {
+                wr_id: 7,
+                op,
+                sge,
+                num_sge: 1,
+                signaled: true,
+                inline: false,
+                solicited: false,
+            },
+            msn: 0,
+            msg: Message {
+                opcode: Opcode::Write,
+                stream: REQUESTS,
+                msn: 0,
+                rsn: 0,
+                len: 8,
+                remote: Some(Remote { rkey: 1, addr: 0 }),
+                imm: None,
+                atomic: None,
+            },
+            posted: true,
+            done: None,
+            inline: KVec::new(),
+            resp,
+            resp_done: false,
+        }
+    }
+
+    #[test]
+    fn reads_complete_when_answered_and_errors_at_once() {
+        let mut w = entry(SendOp::Write { addr: 0, rkey: 1 }, None);
+        assert_eq!(w.finished(), None);
+        w.done = Some(None);
+        assert_eq!(w.finished(), Some(None));
+
+        let mut r = entry(SendOp::Read { addr: 0, rkey: 1 }, Some(0));
+        r.done = Some(None);
+        // Delivered but not answered yet.
+        assert_eq!(r.finished(), None);
+        r.resp_done = true;
+        assert_eq!(r.finished(), Some(None));
+
+        let mut bad = entry(SendOp::FetchAdd { addr: 0, rkey: 1, add: 1 }, Some(1));
+        bad.done = Some(Some(NakCode::RemoteAccess));
+        assert_eq!(bad.finished(), Some(Some(NakCode::RemoteAccess)));
+        assert_eq!(nak_status(NakCode::RemoteAccess), WcStatus::RemAccessErr);
     }
 }

@@ -27,29 +27,22 @@
  * 2 bad usage.
  */
 #define _GNU_SOURCE
-#include <infiniband/verbs.h>
+#include "common.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PROG "mr-integrity"
+const char prog_name[] = PROG;
 
 enum op { OP_WRITE, OP_WRITE_IMM, OP_SEND, OP_SEND_IMM, OP_READ, OP_CAS,
 	  OP_FAA, OP_COUNT };
@@ -84,7 +77,6 @@ struct config {
 	uint64_t seed;
 	bool seed_set;
 	int timeout_s;
-	bool verbose;
 	bool use_event;
 	int64_t corrupt_step; /* -X: self-test of the checker, -1 off */
 	const char *server;
@@ -102,13 +94,6 @@ static struct config cfg = {
 	.corrupt_step = -1,
 };
 
-/* What the peer needs to know about one of our QPs. */
-struct qp_info {
-	uint32_t qpn, psn, lid, rkey;
-	uint64_t raddr;
-	uint8_t gid[16];
-};
-
 /* The parameters of the run and what the device can do. */
 struct hello {
 	uint32_t iters, max_size, ops, ops_explicit, nqp;
@@ -124,7 +109,7 @@ struct qpctx {
 };
 
 struct ctx {
-	struct ibv_context *ctx;
+	struct rdma_dev dev;
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
@@ -132,9 +117,6 @@ struct ctx {
 	struct qpctx *q;
 	uint32_t nqp;
 	size_t bufsz;
-	int gid_idx;
-	union ibv_gid gid;
-	struct ibv_port_attr port;
 	struct hello mine, common;
 	int sock;
 	bool is_server;
@@ -144,45 +126,7 @@ struct ctx {
 
 static struct ctx C;
 
-/* ---------- messages and failure ---------- */
-
-static void report(const char *tag, const char *fmt, va_list ap)
-{
-	fprintf(stderr, PROG ": %s", tag);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-static void msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	report("", fmt, ap);
-	va_end(ap);
-}
-
-#define vmsg(...) do { if (cfg.verbose) msg(__VA_ARGS__); } while (0)
-
-static void __attribute__((noreturn)) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	report("FAIL ", fmt, ap);
-	va_end(ap);
-	exit(1);
-}
-
 /* ---------- hashing: the patterns and the per-step plan ---------- */
-
-static inline uint64_t mix64(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 enum salt { SALT_DATA = 1, SALT_GUARD_L, SALT_GUARD_R, SALT_GUARD_V,
 	    SALT_PLAN, SALT_PSN };
@@ -504,14 +448,6 @@ static uint64_t verify_u64(const uint8_t *buf, uint32_t off, uint64_t want,
 
 /* ---------- completions ---------- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3 };
 #define WRID(qp, kind) (((uint64_t)(qp) << 8) | (kind))
 
@@ -519,10 +455,10 @@ enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3 };
  * Returns 1 with *wc filled, 0 on timeout, -1 on error. */
 static int next_wc(struct ibv_wc *wc, double deadline)
 {
-	unsigned spins = 0;
-
 	for (;;) {
-		int n = ibv_poll_cq(C.cq, 1, wc);
+		/* polling: until the deadline; events: once, then wait */
+		int n = poll_until(C.cq, wc, cfg.use_event ? 0 : deadline, 200,
+				   50000);
 
 		if (n < 0) {
 			msg("FAIL ibv_poll_cq: %d", n);
@@ -533,14 +469,6 @@ static int next_wc(struct ibv_wc *wc, double deadline)
 		double left = deadline - now_s();
 		if (left <= 0)
 			return 0;
-		if (!cfg.use_event) {
-			if (++spins > 200) {
-				struct timespec ts = { 0, 50000 };
-
-				nanosleep(&ts, NULL);
-			}
-			continue;
-		}
 		if (!C.cq_armed) {
 			if (ibv_req_notify_cq(C.cq, 0)) {
 				msg("FAIL ibv_req_notify_cq");
@@ -632,41 +560,6 @@ static int collect(enum wr_kind kind, enum ibv_wc_opcode opc,
 
 /* ---------- TCP ---------- */
 
-static int io_full(int fd, void *buf, size_t len, bool wr, double deadline)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
-		double left = deadline - now_s();
-
-		if (left <= 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		int rc = poll(&pfd, 1, (int)(left * 1000) + 1);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return -1;
-		if (rc == 0)
-			continue;
-		ssize_t n = wr ? send(fd, p, len, MSG_NOSIGNAL)
-			       : recv(fd, p, len, 0);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			errno = ECONNRESET;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* How long to wait for the peer over TCP: its step may wait for a few
  * rounds of completions, each with its own deadline. */
 static double peer_deadline(void)
@@ -679,39 +572,6 @@ static double peer_deadline(void)
 static unsigned watchdog_s(void)
 {
 	return (unsigned)cfg.timeout_s * (2 * (C.nqp ? C.nqp : 1) + 8);
-}
-
-/* Big-endian fields on the TCP stream. */
-static void put32(uint8_t **p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(*p, &v, 4);
-	*p += 4;
-}
-
-static void put64(uint8_t **p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(*p, &v, 8);
-	*p += 8;
-}
-
-static uint32_t get32(const uint8_t **p)
-{
-	uint32_t v;
-
-	memcpy(&v, *p, 4);
-	*p += 4;
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t **p)
-{
-	uint64_t v;
-
-	memcpy(&v, *p, 8);
-	*p += 8;
-	return be64toh(v);
 }
 
 #define MAGIC_HELLO 0x4d524954u /* "MRIT" */
@@ -860,189 +720,33 @@ static int recv_step(struct step_msg *m, enum step_type type, uint32_t iter,
 	return 0;
 }
 
-static int tcp_server(void)
-{
-	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_family = AF_INET6,
-				  .ai_socktype = SOCK_STREAM }, *res;
-	int fd = -1, one = 1, zero = 0;
-
-	if (getaddrinfo(NULL, cfg.tcp_port, &hints, &res)) {
-		hints.ai_family = AF_INET;
-		if (getaddrinfo(NULL, cfg.tcp_port, &hints, &res))
-			die("bad TCP port %s", cfg.tcp_port);
-	}
-	for (struct addrinfo *a = res; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (a->ai_family == AF_INET6)
-			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
-				   sizeof(zero));
-		if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, 1))
-			break;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		die("cannot listen on TCP port %s: %s", cfg.tcp_port,
-		    strerror(errno));
-
-	/* Never wait forever for a client either. */
-	int wait_s = cfg.timeout_s < 60 ? 60 : cfg.timeout_s;
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	vmsg("server: waiting up to %d s for a client on port %s", wait_s,
-	     cfg.tcp_port);
-	int rc;
-	do
-		rc = poll(&pfd, 1, wait_s * 1000);
-	while (rc < 0 && errno == EINTR);
-	if (rc <= 0)
-		die("no client connected within %d s", wait_s);
-	int s = accept(fd, NULL, NULL);
-	if (s < 0)
-		die("accept: %s", strerror(errno));
-	close(fd);
-	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return s;
-}
-
-static int tcp_client(void)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM }, *res;
-	double deadline = now_s() + cfg.timeout_s;
-	int one = 1, err = 0;
-
-	int gai = getaddrinfo(cfg.server, cfg.tcp_port, &hints, &res);
-	if (gai)
-		die("cannot resolve %s: %s", cfg.server, gai_strerror(gai));
-	/* The server may still be starting: retry until the deadline. */
-	for (;;) {
-		for (struct addrinfo *a = res; a; a = a->ai_next) {
-			int fd = socket(a->ai_family, a->ai_socktype,
-					a->ai_protocol);
-
-			if (fd < 0)
-				continue;
-			if (!connect(fd, a->ai_addr, a->ai_addrlen)) {
-				freeaddrinfo(res);
-				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-					   sizeof(one));
-				return fd;
-			}
-			err = errno;
-			close(fd);
-		}
-		if (now_s() > deadline)
-			die("cannot connect to %s:%s: %s", cfg.server,
-			    cfg.tcp_port, strerror(err));
-		usleep(200000);
-	}
-}
-
 /* ---------- device and QPs ---------- */
 
-static bool gid_is_v4_mapped(const uint8_t *g)
+/* The device, what it can do, its PD and completion channel. */
+static void setup_device(void)
 {
-	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					 0xff, 0xff };
-	return !memcmp(g, pre, 12);
-}
-
-static bool gid_is_zero(const uint8_t *g)
-{
-	for (int i = 0; i < 16; i++)
-		if (g[i])
-			return false;
-	return true;
-}
-
-/* A RoCEv2 IPv4-mapped GID if there is one, else any RoCEv2 one, else 0.
- * Without the extended query (old kernels) the first IPv4-mapped GID. */
-static int pick_gid(void)
-{
-	int any_v2 = -1, legacy_v4 = -1;
-
-	for (int i = 0; i < C.port.gid_tbl_len; i++) {
-		struct ibv_gid_entry e;
-
-		if (ibv_query_gid_ex(C.ctx, cfg.ib_port, i, &e, 0)) {
-			union ibv_gid g;
-
-			if (legacy_v4 < 0 &&
-			    !ibv_query_gid(C.ctx, cfg.ib_port, i, &g) &&
-			    gid_is_v4_mapped(g.raw))
-				legacy_v4 = i;
-			continue;
-		}
-		if (e.gid_type != IBV_GID_TYPE_ROCE_V2)
-			continue;
-		if (gid_is_v4_mapped(e.gid.raw))
-			return i;
-		if (any_v2 < 0)
-			any_v2 = i;
-	}
-	if (any_v2 >= 0)
-		return any_v2;
-	return legacy_v4 >= 0 ? legacy_v4 : 0;
-}
-
-static void open_device(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_device *dev = NULL;
-
-	if (!list)
-		die("ibv_get_device_list: %s", strerror(errno));
-	for (int i = 0; list[i]; i++)
-		if (!cfg.dev_name ||
-		    !strcmp(ibv_get_device_name(list[i]), cfg.dev_name)) {
-			dev = list[i];
-			break;
-		}
-	if (!dev)
-		die("no RDMA device %s", cfg.dev_name ? cfg.dev_name : "found");
-	C.ctx = ibv_open_device(dev);
-	if (!C.ctx)
-		die("cannot open %s", ibv_get_device_name(dev));
-	ibv_free_device_list(list);
-
 	struct ibv_device_attr da;
-	if (ibv_query_device(C.ctx, &da))
-		die("ibv_query_device");
-	if (ibv_query_port(C.ctx, cfg.ib_port, &C.port))
-		die("ibv_query_port %d", cfg.ib_port);
-	if (C.port.state != IBV_PORT_ACTIVE)
-		msg("warning: port %d is not ACTIVE (state %d)", cfg.ib_port,
-		    C.port.state);
-	C.gid_idx = cfg.gid_idx >= 0 ? cfg.gid_idx : pick_gid();
-	if (ibv_query_gid(C.ctx, cfg.ib_port, C.gid_idx, &C.gid))
-		die("cannot read GID %d", C.gid_idx);
-	if (C.port.link_layer == IBV_LINK_LAYER_ETHERNET &&
-	    gid_is_zero(C.gid.raw))
-		die("GID %d of %s is empty (RoCE needs one: -g, or give the "
-		    "netdev an IP address)", C.gid_idx, ibv_get_device_name(dev));
+
+	open_device(&C.dev, cfg.dev_name, cfg.ib_port, cfg.gid_idx, &da);
 
 	int sge = da.max_sge < da.max_sge_rd || !da.max_sge_rd ?
 		  da.max_sge : da.max_sge_rd;
 	C.mine.max_sge = sge < MAX_SGE ? (uint32_t)sge : MAX_SGE;
-	C.mine.max_msg = C.port.max_msg_sz;
-	C.mine.mtu = C.port.active_mtu;
+	C.mine.max_msg = C.dev.port.max_msg_sz;
+	C.mine.mtu = C.dev.port.active_mtu;
 	C.mine.atomic = da.atomic_cap != IBV_ATOMIC_NONE;
 	vmsg("device %s port %d gid %d (%s), max_sge %d max_sge_rd %d "
-	     "atomic_cap %d max_msg %u mtu %d", ibv_get_device_name(dev),
-	     cfg.ib_port, C.gid_idx,
-	     inet_ntop(AF_INET6, C.gid.raw, (char[64]){0}, 64), da.max_sge,
-	     da.max_sge_rd, da.atomic_cap, C.port.max_msg_sz,
-	     128 << C.port.active_mtu);
+	     "atomic_cap %d max_msg %u mtu %d", dev_name(&C.dev),
+	     cfg.ib_port, C.dev.gid_idx,
+	     inet_ntop(AF_INET6, C.dev.gid.raw, (char[64]){0}, 64), da.max_sge,
+	     da.max_sge_rd, da.atomic_cap, C.dev.port.max_msg_sz,
+	     128 << C.dev.port.active_mtu);
 
-	C.pd = ibv_alloc_pd(C.ctx);
+	C.pd = ibv_alloc_pd(C.dev.ctx);
 	if (!C.pd)
 		die("ibv_alloc_pd");
 	if (cfg.use_event) {
-		C.ch = ibv_create_comp_channel(C.ctx);
+		C.ch = ibv_create_comp_channel(C.dev.ctx);
 		if (!C.ch)
 			die("ibv_create_comp_channel");
 	}
@@ -1054,7 +758,7 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 	int cqe = (int)(8 * n + 8);
 
 	C.nqp = n;
-	C.cq = ibv_create_cq(C.ctx, cqe, NULL, C.ch, 0);
+	C.cq = ibv_create_cq(C.dev.ctx, cqe, NULL, C.ch, 0);
 	if (!C.cq)
 		die("ibv_create_cq(%d)", cqe);
 	if (cfg.use_event) {
@@ -1110,15 +814,9 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 		if (!q->qp)
 			die("ibv_create_qp: %s", strerror(errno));
 
-		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_INIT, .pkey_index = 0,
-			.port_num = (uint8_t)cfg.ib_port,
-			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-				IBV_ACCESS_REMOTE_READ |
-				(atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0),
-		};
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		if (qp_to_init(q->qp, cfg.ib_port, IBV_ACCESS_REMOTE_WRITE |
+			       IBV_ACCESS_REMOTE_READ |
+			       (atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0)))
 			die("QP %u to INIT: %s", i, strerror(errno));
 
 		q->me.qpn = q->qp->qp_num;
@@ -1127,10 +825,10 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 				   (C.is_server ? 0x5e : 0xc1));
 		q->me.psn = (i & 1) ? (uint32_t)h & 0xffffff
 				    : 0xffffff - (uint32_t)(h % 48);
-		q->me.lid = C.port.lid;
+		q->me.lid = C.dev.port.lid;
 		q->me.rkey = q->rmr->rkey;
 		q->me.raddr = (uintptr_t)q->rbuf;
-		memcpy(q->me.gid, C.gid.raw, 16);
+		memcpy(q->me.gid, C.dev.gid.raw, 16);
 		vmsg("qp %u: qpn 0x%06x psn 0x%06x rkey 0x%08x addr %p", i,
 		     q->me.qpn, q->me.psn, q->me.rkey, (void *)q->rbuf);
 	}
@@ -1140,45 +838,13 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 static void connect_qps(void)
 {
 	enum ibv_mtu mtu = (enum ibv_mtu)C.common.mtu;
-	uint8_t rd_atom = 1;
 
 	for (uint32_t i = 0; i < C.nqp; i++) {
 		struct qpctx *q = &C.q[i];
-		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_RTR,
-			.path_mtu = mtu,
-			.dest_qp_num = q->peer.qpn,
-			.rq_psn = q->peer.psn,
-			.max_dest_rd_atomic = rd_atom,
-			.min_rnr_timer = 12,
-			.ah_attr = {
-				.dlid = (uint16_t)q->peer.lid,
-				.sl = 0,
-				.port_num = (uint8_t)cfg.ib_port,
-			},
-		};
-		if (!gid_is_zero(q->peer.gid)) {
-			a.ah_attr.is_global = 1;
-			memcpy(a.ah_attr.grh.dgid.raw, q->peer.gid, 16);
-			a.ah_attr.grh.sgid_index = (uint8_t)C.gid_idx;
-			a.ah_attr.grh.hop_limit = 64;
-		}
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-				  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
-			die("QP %u to RTR: %s", i, strerror(errno));
 
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTS;
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 6;
-		a.sq_psn = q->me.psn;
-		a.max_rd_atomic = rd_atom;
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		if (qp_to_rtr(q->qp, cfg.ib_port, mtu, &q->peer, C.dev.gid_idx))
+			die("QP %u to RTR: %s", i, strerror(errno));
+		if (qp_to_rts(q->qp, q->me.psn, 6))
 			die("QP %u to RTS: %s", i, strerror(errno));
 	}
 }
@@ -1653,33 +1319,20 @@ static uint32_t parse_u32(const char *s, const char *what, bool suffix)
 	return (uint32_t)v;
 }
 
-static uint32_t parse_ops(const char *s)
+/* One item of -o: its bit, or OPS_ALL. */
+static uint32_t op_bits(const char *tok)
 {
-	uint32_t ops = 0;
-	char *dup = strdup(s), *save, *tok;
+	int i;
 
-	for (tok = strtok_r(dup, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		int i;
-
-		if (!strcmp(tok, "all")) {
-			ops |= OPS_ALL;
-			continue;
-		}
-		for (i = 0; i < OP_COUNT && strcmp(tok, op_name[i]); i++)
-			;
-		if (i == OP_COUNT) {
-			msg("unknown op '%s'", tok);
-			exit(2);
-		}
-		ops |= 1u << i;
-	}
-	free(dup);
-	if (!ops) {
-		msg("no ops given");
+	if (!strcmp(tok, "all"))
+		return OPS_ALL;
+	for (i = 0; i < OP_COUNT && strcmp(tok, op_name[i]); i++)
+		;
+	if (i == OP_COUNT) {
+		msg("unknown op '%s'", tok);
 		exit(2);
 	}
-	return ops;
+	return 1u << i;
 }
 
 static const char *ops_str(uint32_t ops)
@@ -1710,7 +1363,10 @@ int main(int argc, char **argv)
 		case 'p': cfg.tcp_port = optarg; break;
 		case 'n': cfg.iters = parse_u32(optarg, "iterations", false); break;
 		case 's': cfg.max_size = parse_u32(optarg, "size", true); break;
-		case 'o': cfg.ops = parse_ops(optarg); cfg.ops_explicit = true; break;
+		case 'o':
+			cfg.ops = parse_list(optarg, op_bits, "no ops given");
+			cfg.ops_explicit = true;
+			break;
 		case 'q': cfg.nqp = parse_u32(optarg, "QP count", false); break;
 		case 'S': {
 			char *end;
@@ -1727,17 +1383,12 @@ int main(int argc, char **argv)
 		case 't': cfg.timeout_s = (int)parse_u32(optarg, "timeout", false); break;
 		case 'e': cfg.use_event = true; break;
 		case 'X': cfg.corrupt_step = parse_u32(optarg, "step", false); break;
-		case 'v': cfg.verbose = true; break;
+		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind < argc - 1) {
-		usage(stderr);
-		return 2;
-	}
-	if (optind == argc - 1)
-		cfg.server = argv[optind];
+	cfg.server = server_arg(argc, argv, usage);
 	if (cfg.nqp < 1 || cfg.nqp > 1024 || cfg.max_size < 1 ||
 	    cfg.max_size > (1u << 30) || cfg.timeout_s < 1 || cfg.ib_port < 1) {
 		msg("-q must be 1..1024, -s 1..1G, -t >= 1, -i >= 1");
@@ -1757,7 +1408,7 @@ int main(int argc, char **argv)
 	C.is_server = !cfg.server;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	open_device();
+	setup_device();
 	struct hello peer;
 
 	if (!C.is_server) {
@@ -1768,14 +1419,14 @@ int main(int argc, char **argv)
 		C.mine.nqp = cfg.nqp;
 		C.mine.seed = cfg.seed;
 		create_qps(cfg.nqp, C.mine.max_size, C.mine.atomic);
-		C.sock = tcp_client();
+		C.sock = tcp_client(cfg.server, cfg.tcp_port, cfg.timeout_s);
 		send_hello(&C.mine, C.q, C.nqp);
 		recv_hello_head(&peer);
 		if (peer.nqp != C.nqp)
 			die("the server set up %u QPs, not %u", peer.nqp, C.nqp);
 		recv_hello_qps(C.q, C.nqp);
 	} else {
-		C.sock = tcp_server();
+		C.sock = tcp_server(cfg.tcp_port, cfg.timeout_s);
 		recv_hello_head(&peer);
 		C.mine.iters = peer.iters;
 		C.mine.max_size = min32(peer.max_size, C.mine.max_msg);
@@ -1855,7 +1506,7 @@ int main(int argc, char **argv)
 	if (C.ch)
 		ibv_destroy_comp_channel(C.ch);
 	ibv_dealloc_pd(C.pd);
-	ibv_close_device(C.ctx);
+	ibv_close_device(C.dev.ctx);
 	close(C.sock);
 	return 0;
 }

@@ -1,0 +1,1287 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mr-negative: negative tests of RC verbs semantics for an RDMA device, over
+ * the public libibverbs API only.
+ *
+ *   mr-negative [options]              server
+ *   mr-negative [options] SERVER_HOST  client
+ *   mr-negative -l                     list the cases
+ *
+ * Like mr-integrity, the two sides meet over TCP (port 18519, -p). Every case
+ * runs on its own fresh CQ and RC QP pair (and its own MRs), so that the error
+ * state one case leaves behind cannot touch the next. The client is the
+ * requester; the server owns the target memory, checks it byte by byte after
+ * the client's operation and reports back over TCP. Both sides print
+ *
+ *   ok N name
+ *   not ok N name: why
+ *   # N name: note ...      (something worth knowing that is not a failure)
+ *
+ * and exit 1 if any case failed (2: bad usage). Every completion is waited for
+ * with a deadline (-t, default 10 s); a missing completion is a failure, and
+ * an alarm ends the process if a verb or the peer blocks.
+ *
+ * The cases (the remote target is an MR of 2 pages at offset 1024 of an 8-page
+ * allocation; the rest of that allocation is guard: 1024 bytes before, and
+ * after it a second, separately registered, remotely writable MR):
+ *   1 write_past_mr_end        RDMA Write of 64 B starting at the MR's end:
+ *                              IBV_WC_REM_ACCESS_ERR, allocation unchanged
+ *   2 write_straddling_mr_end  RDMA Write of 4 MTUs starting 2 MTUs before the
+ *                              end (the first packets are in range): the same
+ *   3 write_wrong_rkey         RDMA Write with an rkey that is not the MR's:
+ *                              the same
+ *   4 write_without_remote_write  RDMA Write to an MR registered without
+ *                              IBV_ACCESS_REMOTE_WRITE: the same
+ *   5 read_without_remote_read RDMA Read (2 MTUs + 100 B) from an MR without
+ *                              IBV_ACCESS_REMOTE_READ: IBV_WC_REM_ACCESS_ERR,
+ *                              the local buffer unchanged
+ *   6 send_wrong_lkey          Send whose SGE has a wrong lkey:
+ *                              IBV_WC_LOC_PROT_ERR, nothing arrives at the
+ *                              peer (no receive completion, buffer unchanged)
+ *   7 post_in_reset_init       ibv_post_send in RESET and in INIT, and
+ *                              ibv_post_recv in RESET, return an error; then,
+ *                              connected, a valid Send completes and arrives
+ *   8 error_state_flush        after an error completion (a Write with a wrong
+ *                              rkey) ibv_query_qp says IBV_QPS_ERR, and a
+ *                              receive and a send posted then both complete
+ *                              with IBV_WC_WR_FLUSH_ERR
+ *   9 send_longer_than_recv    a Send of 3 MTUs + 17 B into a receive of
+ *                              1.5 MTUs + 3 B: the receiver's completion is
+ *                              IBV_WC_LOC_LEN_ERR or the requester's is
+ *                              IBV_WC_REM_INV_REQ_ERR (the receive must not
+ *                              succeed), and no byte after the receive buffer
+ *                              changes
+ *
+ * Exit status: 0 every case passed, 1 a failure, 2 bad usage.
+ */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "mr-negative"
+const char prog_name[] = PROG;
+#define DEFAULT_PORT "18519"
+#define PAGE 4096u
+
+/* The remote target: an MR inside a larger allocation (guard around it). */
+#define T_ALLOC (8 * PAGE)
+#define T_OFF 1024u
+#define T_LEN (2 * PAGE)
+#define T_END (T_OFF + T_LEN)
+#define L_ALLOC (8 * PAGE)	/* the client's local buffer */
+#define V_ALLOC (8 * PAGE)	/* a receive buffer */
+#define V_OFF 1024u
+
+enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
+       C_READ_NO_RR, C_SEND_LKEY, C_POST_STATE, C_FLUSH, C_SEND_LONG,
+       NCASES = C_SEND_LONG };
+
+static const char *const case_name[NCASES + 1] = {
+	NULL,
+	"write_past_mr_end",
+	"write_straddling_mr_end",
+	"write_wrong_rkey",
+	"write_without_remote_write",
+	"read_without_remote_read",
+	"send_wrong_lkey",
+	"post_in_reset_init",
+	"error_state_flush",
+	"send_longer_than_recv",
+};
+
+static struct {
+	const char *dev_name;
+	int ib_port;
+	int gid_idx; /* -1: pick one */
+	const char *tcp_port;
+	int timeout_s;
+	uint32_t cases; /* bit N: case N */
+	const char *server;
+} cfg = {
+	.ib_port = 1,
+	.gid_idx = -1,
+	.tcp_port = DEFAULT_PORT,
+	.timeout_s = 10,
+	.cases = ((1u << (NCASES + 1)) - 1) & ~1u,
+};
+
+/* The device, shared by every case. */
+static struct {
+	struct rdma_dev dev;
+	struct ibv_pd *pd;
+	int sock;
+	bool is_server;
+	uint32_t mtu;		/* enum ibv_mtu both sides support */
+	uint32_t mtu_bytes;
+	uint64_t seed;
+	int cur_case;
+} D;
+
+/* ---------- messages ---------- */
+
+/* die() says which case failed. */
+static void case_context(FILE *f)
+{
+	if (D.cur_case)
+		fprintf(f, "case %d %s: ", D.cur_case, case_name[D.cur_case]);
+}
+
+static const char *wc_name(int s)
+{
+	static const char *const n[] = {
+		"IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR",
+		"IBV_WC_LOC_EEC_OP_ERR", "IBV_WC_LOC_PROT_ERR",
+		"IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR",
+		"IBV_WC_BAD_RESP_ERR", "IBV_WC_LOC_ACCESS_ERR",
+		"IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR",
+		"IBV_WC_REM_OP_ERR", "IBV_WC_RETRY_EXC_ERR",
+		"IBV_WC_RNR_RETRY_EXC_ERR", "IBV_WC_LOC_RDD_VIOL_ERR",
+		"IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",
+		"IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR",
+		"IBV_WC_FATAL_ERR", "IBV_WC_RESP_TIMEOUT_ERR",
+		"IBV_WC_GENERAL_ERR", "IBV_WC_TM_ERR",
+		"IBV_WC_TM_RNDV_INCOMPLETE",
+	};
+	static char other[32];
+
+	if (s >= 0 && (size_t)s < sizeof(n) / sizeof(*n))
+		return n[s];
+	snprintf(other, sizeof(other), "status %d", s);
+	return other;
+}
+
+static const char *qps_name(int s)
+{
+	static const char *const n[] = {
+		"IBV_QPS_RESET", "IBV_QPS_INIT", "IBV_QPS_RTR", "IBV_QPS_RTS",
+		"IBV_QPS_SQD", "IBV_QPS_SQE", "IBV_QPS_ERR", "IBV_QPS_UNKNOWN",
+	};
+	static char other[32];
+
+	if (s >= 0 && (size_t)s < sizeof(n) / sizeof(*n))
+		return n[s];
+	snprintf(other, sizeof(other), "state %d", s);
+	return other;
+}
+
+/* What one side found in one case: failure reasons and notes. */
+#define TEXT_LEN 960
+struct verdict {
+	bool fail;
+	char why[TEXT_LEN];
+	char note[TEXT_LEN];
+};
+
+static void append(char *buf, const char *fmt, va_list ap)
+{
+	size_t used = strlen(buf);
+
+	if (used + 3 >= TEXT_LEN)
+		return;
+	if (used) {
+		strcpy(buf + used, "; ");
+		used += 2;
+	}
+	vsnprintf(buf + used, TEXT_LEN - used, fmt, ap);
+}
+
+/* A failure reason (FAIL) or a note for V. */
+static void __attribute__((format(printf, 3, 4)))
+verdict_add(struct verdict *v, bool fail, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	append(fail ? v->why : v->note, fmt, ap);
+	va_end(ap);
+	if (fail)
+		v->fail = true;
+}
+
+#define vfail(v, ...) verdict_add(v, true, __VA_ARGS__)
+#define vnote(v, ...) verdict_add(v, false, __VA_ARGS__)
+
+/* ---------- patterns ---------- */
+
+static void fill(uint8_t *buf, size_t len, uint64_t key)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w = mix64(key + i / 8);
+
+		memcpy(buf + i, &w, len - i < 8 ? len - i : 8);
+	}
+}
+
+static uint64_t key_of(int cas, int what)
+{
+	return mix64(D.seed ^ ((uint64_t)cas << 32) ^ (uint64_t)what);
+}
+
+/* Compare BUF with SNAP over [0, len) except [skip_lo, skip_hi). Returns
+ * the number of changed bytes; *first and *last get the first and the last
+ * changed offset. */
+static size_t changed(const uint8_t *buf, const uint8_t *snap, size_t len,
+		      size_t skip_lo, size_t skip_hi, size_t *first,
+		      size_t *last)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i >= skip_lo && i < skip_hi)
+			continue;
+		if (buf[i] != snap[i]) {
+			if (!n)
+				*first = i;
+			*last = i;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* ---------- time and completions ---------- */
+
+/* One completion before DEADLINE: 1 got one, 0 none, < 0 ibv_poll_cq failed. */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, double deadline)
+{
+	return poll_until(cq, wc, deadline, 100, 200000);
+}
+
+static double deadline(void)
+{
+	return now_s() + cfg.timeout_s;
+}
+
+/* A short wait for completions that should not come. */
+static double quiet_deadline(void)
+{
+	return now_s() + (cfg.timeout_s < 2 ? 0.5 : 1.0);
+}
+
+/* ---------- TCP ---------- */
+
+/* One message between the two sides: fixed size, big-endian numbers. */
+enum mtype { M_HELLO = 1, M_INFO, M_SYNC, M_DONE, M_RESULT, M_FINAL };
+#define NF 8
+struct wire {
+	uint32_t type, cas, status;
+	uint64_t f[NF];
+	uint8_t gid[16];
+	char why[TEXT_LEN], note[TEXT_LEN];
+};
+#define MAGIC 0x4d524e47u /* "MRNG" */
+#define PROTO_VERSION 1u
+#define WIRE_LEN (4 * 4 + 8 * NF + 16 + 2 * TEXT_LEN)
+
+static double peer_deadline(void)
+{
+	/* the peer's phase may wait for a few completions and quiet windows */
+	return now_s() + 4.0 * cfg.timeout_s + 10;
+}
+
+static void wire_send(const struct wire *w)
+{
+	uint8_t buf[WIRE_LEN], *p = buf;
+
+	memset(buf, 0, sizeof(buf));
+	put32(&p, MAGIC);
+	put32(&p, w->type);
+	put32(&p, w->cas);
+	put32(&p, w->status);
+	for (int i = 0; i < NF; i++)
+		put64(&p, w->f[i]);
+	memcpy(p, w->gid, 16);
+	p += 16;
+	memcpy(p, w->why, strnlen(w->why, TEXT_LEN - 1));
+	p += TEXT_LEN;
+	memcpy(p, w->note, strnlen(w->note, TEXT_LEN - 1));
+	if (io_full(D.sock, buf, sizeof(buf), true, peer_deadline()))
+		die("sending to the peer: %s", strerror(errno));
+}
+
+static void wire_recv(struct wire *w, enum mtype type)
+{
+	uint8_t buf[WIRE_LEN];
+	const uint8_t *p = buf;
+
+	if (io_full(D.sock, buf, sizeof(buf), false, peer_deadline()))
+		die("waiting for the peer: %s", strerror(errno));
+	if (get32(&p) != MAGIC)
+		die("the peer is not " PROG);
+	w->type = get32(&p);
+	w->cas = get32(&p);
+	w->status = get32(&p);
+	for (int i = 0; i < NF; i++)
+		w->f[i] = get64(&p);
+	memcpy(w->gid, p, 16);
+	p += 16;
+	memcpy(w->why, p, TEXT_LEN);
+	w->why[TEXT_LEN - 1] = 0;
+	p += TEXT_LEN;
+	memcpy(w->note, p, TEXT_LEN);
+	w->note[TEXT_LEN - 1] = 0;
+	if (w->type != (uint32_t)type || (type != M_HELLO &&
+					  w->cas != (uint32_t)D.cur_case))
+		die("out of step with the peer (got message %u for case %u, "
+		    "want %u for case %d)", w->type, w->cas, type, D.cur_case);
+}
+
+/* ---------- device ---------- */
+
+/* The device and its PD. */
+static void setup_device(void)
+{
+	open_device(&D.dev, cfg.dev_name, cfg.ib_port, cfg.gid_idx, NULL);
+	D.pd = ibv_alloc_pd(D.dev.ctx);
+	if (!D.pd)
+		die("ibv_alloc_pd: %s", strerror(errno));
+	vmsg("device %s port %d gid %d (%s) active_mtu %d", dev_name(&D.dev),
+	     cfg.ib_port, D.dev.gid_idx,
+	     inet_ntop(AF_INET6, D.dev.gid.raw, (char[64]){0}, 64),
+	     128 << D.dev.port.active_mtu);
+}
+
+/* ---------- one case's resources ---------- */
+
+#define NMR 3
+struct cs {
+	int n;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint32_t psn;
+	uint32_t rlen;		/* send_longer_than_recv: the receive's length */
+	uint8_t *buf, *snap;	/* the case's main buffer and its copy */
+	size_t len;
+	struct ibv_mr *mr[NMR];
+	struct wire me, peer;	/* M_INFO */
+	struct verdict v;
+};
+
+static uint8_t *alloc_buf(size_t len)
+{
+	void *p;
+
+	if (posix_memalign(&p, PAGE, len))
+		die("out of memory");
+	return p;
+}
+
+static struct ibv_mr *reg(void *addr, size_t len, int access)
+{
+	struct ibv_mr *mr = ibv_reg_mr(D.pd, addr, len, access);
+
+	if (!mr)
+		die("ibv_reg_mr(%zu bytes, access 0x%x): %s", len, access,
+		    strerror(errno));
+	return mr;
+}
+
+/* The main buffer of LEN bytes, filled with this case's pattern WHAT, and
+ * a copy to compare with later. */
+static void make_buf(struct cs *s, size_t len, int what)
+{
+	s->len = len;
+	s->buf = alloc_buf(len);
+	s->snap = alloc_buf(len);
+	fill(s->buf, len, key_of(s->n, what));
+	memcpy(s->snap, s->buf, len);
+}
+
+/* A key (lkey or rkey) that none of this case's MRs has. */
+static uint32_t wrong_key(const struct cs *s, uint32_t k)
+{
+	static const uint32_t flip[] = { 0x5a, 0xa5, 0x3c00, 0x1, 0x80000000 };
+
+	for (unsigned f = 0; f < sizeof(flip) / sizeof(*flip); f++) {
+		uint32_t w = k ^ flip[f];
+		bool taken = false;
+
+		for (int i = 0; i < NMR; i++)
+			if (s->mr[i] && (s->mr[i]->lkey == w ||
+					 s->mr[i]->rkey == w))
+				taken = true;
+		if (!taken)
+			return w;
+	}
+	return k ^ 0x12345678;
+}
+
+static void cs_create(struct cs *s)
+{
+	s->cq = ibv_create_cq(D.dev.ctx, 32, NULL, NULL, 0);
+	if (!s->cq)
+		die("ibv_create_cq: %s", strerror(errno));
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	s->qp = ibv_create_qp(D.pd, &ia);
+	if (!s->qp)
+		die("ibv_create_qp: %s", strerror(errno));
+	s->psn = (uint32_t)mix64(D.seed ^ (uint64_t)s->n ^
+				 (D.is_server ? 0x5e00 : 0xc100)) & 0xffffff;
+}
+
+static void cs_to_init(struct cs *s)
+{
+	int rc = qp_to_init(s->qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE |
+			    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+
+	if (rc)
+		die("QP to INIT: %s", strerror(rc));
+}
+
+static void cs_connect(struct cs *s)
+{
+	const struct wire *p = &s->peer;
+	struct qp_info peer = { .qpn = (uint32_t)p->f[0],
+				.psn = (uint32_t)p->f[1],
+				.lid = (uint32_t)p->f[2] };
+	int rc;
+
+	memcpy(peer.gid, p->gid, 16);
+	rc = qp_to_rtr(s->qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
+		       D.dev.gid_idx);
+	if (rc)
+		die("QP to RTR: %s", strerror(rc));
+	rc = qp_to_rts(s->qp, s->psn, 7);
+	if (rc)
+		die("QP to RTS: %s", strerror(rc));
+}
+
+static void cs_destroy(struct cs *s)
+{
+	if (s->qp && ibv_destroy_qp(s->qp))
+		msg("warning: ibv_destroy_qp failed");
+	for (int i = 0; i < NMR; i++)
+		if (s->mr[i] && ibv_dereg_mr(s->mr[i]))
+			msg("warning: ibv_dereg_mr failed");
+	if (s->cq && ibv_destroy_cq(s->cq))
+		msg("warning: ibv_destroy_cq failed");
+	free(s->buf);
+	free(s->snap);
+}
+
+/* Post one work request with one SGE (LEN 0: none). Returns the errno. */
+static int post_send1(struct ibv_qp *qp, uint64_t wr_id,
+		      enum ibv_wr_opcode opc, void *addr, uint32_t len,
+		      uint32_t lkey, uint64_t raddr, uint32_t rkey,
+		      struct ibv_send_wr **bad_out)
+{
+	struct ibv_sge sg = { (uintptr_t)addr, len, lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sg, .num_sge = len ? 1 : 0,
+		.opcode = opc, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad = NULL;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	int rc = ibv_post_send(qp, &wr, &bad);
+	if (bad_out)
+		*bad_out = rc && bad == &wr ? bad : NULL;
+	return rc;
+}
+
+static int post_recv1(struct ibv_qp *qp, uint64_t wr_id, void *addr,
+		      uint32_t len, uint32_t lkey, bool *bad_ok)
+{
+	struct ibv_sge sg = { (uintptr_t)addr, len, lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sg,
+				  .num_sge = 1 }, *bad = NULL;
+
+	int rc = ibv_post_recv(qp, &wr, &bad);
+	if (bad_ok)
+		*bad_ok = bad == &wr;
+	return rc;
+}
+
+/* Wait for the completion of WR_ID and check its status: WANT, or one of
+ * WANT and ALT (-1: no alternative). Returns the status seen, -1 when none
+ * came. Other completions on the way are reported as failures. */
+static int expect_wc(struct cs *s, uint64_t wr_id, const char *what,
+		     int want, int alt)
+{
+	struct ibv_wc wc;
+	double dl = deadline();
+
+	for (;;) {
+		int rc = poll_one(s->cq, &wc, dl);
+
+		if (rc < 0) {
+			vfail(&s->v, "ibv_poll_cq failed");
+			return -1;
+		}
+		if (rc == 0) {
+			vfail(&s->v, "no completion for the %s within %d s "
+			      "(want %s)", what, cfg.timeout_s, wc_name(want));
+			return -1;
+		}
+		if (wc.wr_id != wr_id) {
+			vfail(&s->v, "unexpected completion wr_id 0x%" PRIx64
+			      " status %s while waiting for the %s",
+			      wc.wr_id, wc_name(wc.status), what);
+			continue;
+		}
+		if ((int)wc.status != want && (int)wc.status != alt)
+			vfail(&s->v, "%s: completion status %s (vendor_err "
+			      "0x%x), want %s%s%s", what, wc_name(wc.status),
+			      wc.vendor_err, wc_name(want), alt >= 0 ? " or " : "",
+			      alt >= 0 ? wc_name(alt) : "");
+		vmsg("case %d: %s: %s", s->n, what, wc_name(wc.status));
+		return (int)wc.status;
+	}
+}
+
+/* Completions that should not come: fail on each within a short window. */
+static void expect_quiet(struct cs *s, const char *why)
+{
+	struct ibv_wc wc;
+	double dl = quiet_deadline();
+
+	while (poll_one(s->cq, &wc, dl) == 1)
+		vfail(&s->v, "%s: a completion arrived (wr_id 0x%" PRIx64
+		      " status %s byte_len %u)", why, wc.wr_id,
+		      wc_name(wc.status), wc.byte_len);
+}
+
+static int query_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int rc = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
+
+	return rc ? -rc : (int)a.qp_state;
+}
+
+/* Report the bytes of the main buffer that changed outside [lo, hi). */
+static void check_unchanged(struct cs *s, const char *what, size_t lo,
+			    size_t hi, size_t mr_lo, size_t mr_hi)
+{
+	size_t first = 0, last = 0;
+	size_t n = changed(s->buf, s->snap, s->len, lo, hi, &first, &last);
+
+	if (!n)
+		return;
+	char where[96] = "";
+
+	if (mr_lo != mr_hi)
+		snprintf(where, sizeof(where), " (the MR is [%zu, %zu); the first "
+			 "changed byte is %s)", mr_lo, mr_hi,
+			 first < mr_lo ? "before it" : first < mr_hi ?
+			 "inside it" : "after it, in the guard");
+	vfail(&s->v, "%s: %zu byte(s) changed between offsets %zu and %zu%s, "
+	      "the first 0x%02x, want 0x%02x", what, n, first, last, where,
+	      s->buf[first], s->snap[first]);
+}
+
+/* ---------- the cases: server side ---------- */
+
+/* The target allocation with the MR at T_OFF and the guard MR after it. */
+static void server_target(struct cs *s, int access)
+{
+	make_buf(s, T_ALLOC, 1);
+	s->mr[0] = reg(s->buf + T_OFF, T_LEN, access);
+	s->mr[1] = reg(s->buf + T_END, T_ALLOC - T_END,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ);
+}
+
+static void server_prepare(struct cs *s)
+{
+	int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		   IBV_ACCESS_REMOTE_READ;
+	uint64_t base = 0;
+	uint32_t m = D.mtu_bytes;
+	uint64_t *f = s->me.f;
+
+	cs_to_init(s);
+	/* f[3] address, f[4] length, f[5] rkey of the client's operation */
+	switch (s->n) {
+	case C_WRITE_PAST:
+	case C_WRITE_STRADDLE:
+	case C_WRITE_RKEY:
+	case C_FLUSH:
+		server_target(s, full);
+		base = (uintptr_t)s->buf;
+		f[5] = s->mr[0]->rkey;
+		if (s->n == C_WRITE_PAST) {
+			f[3] = base + T_END;
+			f[4] = 64;
+		} else if (s->n == C_WRITE_STRADDLE) {
+			f[3] = base + T_END - 2 * m;
+			f[4] = 4 * m;
+		} else {
+			f[3] = base + T_OFF + 256;
+			f[4] = 512;
+			f[5] = wrong_key(s, s->mr[0]->rkey);
+		}
+		break;
+	case C_WRITE_NO_RW:
+		server_target(s, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		f[3] = (uintptr_t)s->buf + T_OFF + 256;
+		f[4] = 512;
+		f[5] = s->mr[0]->rkey;
+		break;
+	case C_READ_NO_RR:
+		server_target(s, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		f[3] = (uintptr_t)s->buf + T_OFF + 256;
+		f[4] = 2 * m + 100 < T_LEN - 512 ? 2 * m + 100 : T_LEN - 512;
+		f[5] = s->mr[0]->rkey;
+		break;
+	case C_SEND_LKEY:
+	case C_POST_STATE:
+		make_buf(s, V_ALLOC, 2);
+		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
+		/* one receive; four for post_in_reset_init, so that sends
+		 * wrongly executed later are seen, not stuck in RNR */
+		for (int i = 0; i < (s->n == C_POST_STATE ? 4 : 1); i++) {
+			int rc = post_recv1(s->qp, 0x100 + i,
+					    s->buf + V_OFF + i * PAGE, PAGE,
+					    s->mr[0]->lkey, NULL);
+			if (rc)
+				die("ibv_post_recv: %s", strerror(rc));
+		}
+		break;
+	case C_SEND_LONG: {
+		make_buf(s, V_ALLOC, 2);
+		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
+		s->rlen = m + m / 2 + 3;
+		int rc = post_recv1(s->qp, 0x900, s->buf + V_OFF, s->rlen,
+				    s->mr[0]->lkey, NULL);
+		if (rc)
+			die("ibv_post_recv: %s", strerror(rc));
+		break;
+	}
+	}
+}
+
+/* After the client's DONE: look at what arrived, or did not. */
+static void server_check(struct cs *s, const struct wire *done)
+{
+	struct ibv_wc wc;
+	uint64_t *res = s->me.f;
+
+	(void)done;
+	switch (s->n) {
+	case C_WRITE_PAST:
+	case C_WRITE_STRADDLE:
+	case C_WRITE_RKEY:
+	case C_WRITE_NO_RW:
+	case C_FLUSH:
+		check_unchanged(s, "target allocation", 0, 0, T_OFF, T_END);
+		break;
+	case C_READ_NO_RR:
+		check_unchanged(s, "read source", 0, 0, T_OFF, T_END);
+		break;
+	case C_SEND_LKEY:
+		expect_quiet(s, "the send with a wrong lkey reached the peer");
+		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
+		break;
+	case C_POST_STATE: {
+		/* the valid send carries pattern 13; the rejected ones 11, 12 */
+		uint8_t want[3][64];
+		bool got_valid = false;
+		double dl = deadline();
+
+		for (int i = 0; i < 3; i++)
+			fill(want[i], 64, key_of(s->n, 11 + i));
+		for (;;) {
+			int rc = poll_one(s->cq, &wc, got_valid ?
+					  quiet_deadline() : dl);
+			if (rc < 0)
+				die("ibv_poll_cq failed");
+			if (rc == 0)
+				break;
+			if (wc.status != IBV_WC_SUCCESS) {
+				vfail(&s->v, "receive completion status %s",
+				      wc_name(wc.status));
+				continue;
+			}
+			uint32_t i = (uint32_t)(wc.wr_id - 0x100);
+			const uint8_t *b = s->buf + V_OFF + i * PAGE;
+
+			if (i >= 4 || wc.byte_len != 64) {
+				vfail(&s->v, "receive wr_id 0x%" PRIx64
+				      " byte_len %u (want 64)", wc.wr_id,
+				      wc.byte_len);
+				continue;
+			}
+			if (!memcmp(b, want[2], 64)) {
+				got_valid = true;
+			} else if (!memcmp(b, want[0], 64) ||
+				   !memcmp(b, want[1], 64)) {
+				vnote(&s->v, "the send that ibv_post_send "
+				      "rejected in %s arrived once the QP was "
+				      "connected", memcmp(b, want[0], 64) ?
+				      "INIT" : "RESET");
+			} else {
+				vfail(&s->v, "a receive holds data no send "
+				      "carried");
+			}
+		}
+		if (!got_valid)
+			vfail(&s->v, "the valid send after RTS did not arrive "
+			      "within %d s", cfg.timeout_s);
+		break;
+	}
+	case C_SEND_LONG: {
+		int rc = poll_one(s->cq, &wc, deadline());
+
+		res[0] = UINT64_MAX; /* no completion */
+		if (rc < 0)
+			die("ibv_poll_cq failed");
+		if (rc == 1) {
+			res[0] = wc.status;
+			res[1] = wc.byte_len;
+			if (wc.status == IBV_WC_SUCCESS)
+				vfail(&s->v, "the receive completed with "
+				      "IBV_WC_SUCCESS (byte_len %u) for a "
+				      "message longer than it", wc.byte_len);
+		} else {
+			int qs = query_state(s->qp);
+
+			vnote(&s->v, "the receiver's receive never completed "
+			      "(its QP is in %s)", qs < 0 ? "an unknown state" :
+			      qps_name(qs));
+		}
+		/* the receive's own bytes may hold part of the message */
+		check_unchanged(s, "receive buffer outside the receive", V_OFF,
+				V_OFF + s->rlen, 0, 0);
+		break;
+	}
+	}
+}
+
+/* ---------- the cases: client side ---------- */
+
+/* A post that must fail: RC its return, BAD_OK whether bad_wr pointed at
+ * the WR; NOBAD collects the names of those that did not set bad_wr. */
+static void rejected(struct cs *s, const char *what, int rc, bool bad_ok,
+		     char *nobad)
+{
+	if (!rc) {
+		vfail(&s->v, "%s returned 0", what);
+		return;
+	}
+	vmsg("case %d: %s: %s", s->n, what, strerror(rc));
+	if (!bad_ok)
+		snprintf(nobad + strlen(nobad), 128 - strlen(nobad), "%s%s",
+			 *nobad ? ", " : "", what);
+}
+
+static void client_prepare(struct cs *s)
+{
+	struct ibv_send_wr *bad;
+	int rc;
+
+	make_buf(s, L_ALLOC, 3);
+	s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
+	if (s->n != C_POST_STATE) {
+		cs_to_init(s);
+		return;
+	}
+	/* post_in_reset_init: the QP is in RESET now. The rejected sends
+	 * carry patterns 11 and 12, the valid one later 13. */
+	fill(s->buf, 64, key_of(s->n, 11));
+	fill(s->buf + 64, 64, key_of(s->n, 12));
+	fill(s->buf + 128, 64, key_of(s->n, 13));
+	memcpy(s->snap, s->buf, s->len);
+	char nobad[128] = "";
+	bool bad_ok;
+
+	rc = post_send1(s->qp, 0x701, IBV_WR_SEND, s->buf, 64,
+			s->mr[0]->lkey, 0, 0, &bad);
+	rejected(s, "ibv_post_send in RESET", rc, bad != NULL, nobad);
+	rc = post_recv1(s->qp, 0x702, s->buf + PAGE, 64, s->mr[0]->lkey,
+			&bad_ok);
+	rejected(s, "ibv_post_recv in RESET", rc, bad_ok, nobad);
+	cs_to_init(s);
+	rc = post_send1(s->qp, 0x703, IBV_WR_SEND, s->buf + 64, 64,
+			s->mr[0]->lkey, 0, 0, &bad);
+	rejected(s, "ibv_post_send in INIT", rc, bad != NULL, nobad);
+	if (*nobad)
+		vnote(&s->v, "bad_wr not set to the rejected WR by %s", nobad);
+}
+
+/* error_state_flush, after the Write with a wrong rkey was posted: any
+ * error completion will do; then the QP must be in the error state and
+ * flush what is posted. Returns the Write's completion status (-1: none). */
+static int client_flush(struct cs *s)
+{
+	struct verdict keep = s->v;
+	struct ibv_wc wc;
+	int st, rc, rc2;
+
+	st = expect_wc(s, 0x10, "RDMA Write with a wrong rkey",
+		       IBV_WC_REM_ACCESS_ERR, -1);
+	if (st < 0)
+		return st;
+	if (st == IBV_WC_SUCCESS) {
+		vfail(&s->v, "no error completion, so no error state to test");
+		return st;
+	}
+	if (st != IBV_WC_REM_ACCESS_ERR) {
+		s->v = keep;
+		vnote(&s->v, "the error completion was %s, not "
+		      "IBV_WC_REM_ACCESS_ERR", wc_name(st));
+	}
+
+	double t0 = now_s();
+	int qs = query_state(s->qp);
+
+	while (qs != IBV_QPS_ERR && qs >= 0 && now_s() < t0 + 1.0) {
+		usleep(10000);
+		qs = query_state(s->qp);
+	}
+	if (qs < 0)
+		vfail(&s->v, "ibv_query_qp: %s", strerror(-qs));
+	else if (qs != IBV_QPS_ERR)
+		vfail(&s->v, "after the error completion ibv_query_qp says %s, "
+		      "want IBV_QPS_ERR", qps_name(qs));
+	else if (now_s() > t0 + 0.005)
+		vnote(&s->v, "the QP reached IBV_QPS_ERR only %.0f ms after "
+		      "its error completion was polled",
+		      (now_s() - t0) * 1000);
+
+	/* a receive and a send posted now must both be flushed */
+	rc = post_recv1(s->qp, 0x81, s->buf + PAGE, 64, s->mr[0]->lkey, NULL);
+	if (rc)
+		vfail(&s->v, "ibv_post_recv in the error state: %s",
+		      strerror(rc));
+	rc2 = post_send1(s->qp, 0x82, IBV_WR_SEND, s->buf, 64, s->mr[0]->lkey,
+			 0, 0, NULL);
+	if (rc2)
+		vfail(&s->v, "ibv_post_send in the error state: %s",
+		      strerror(rc2));
+
+	bool want_r = !rc, want_s = !rc2;
+	double dl = deadline();
+
+	while (want_r || want_s) {
+		int p = poll_one(s->cq, &wc, dl);
+
+		if (p <= 0) {
+			vfail(&s->v, "no flush completion for the %s within "
+			      "%d s", want_r && want_s ? "receive and the send" :
+			      want_r ? "receive" : "send", cfg.timeout_s);
+			break;
+		}
+		bool is_r = wc.wr_id == 0x81 && want_r;
+		bool is_s = wc.wr_id == 0x82 && want_s;
+
+		if (!is_r && !is_s) {
+			vfail(&s->v, "unexpected completion wr_id 0x%" PRIx64
+			      " status %s", wc.wr_id, wc_name(wc.status));
+			continue;
+		}
+		if (wc.status != IBV_WC_WR_FLUSH_ERR)
+			vfail(&s->v, "the %s posted in the error state "
+			      "completed with %s, want IBV_WC_WR_FLUSH_ERR",
+			      is_r ? "receive" : "send", wc_name(wc.status));
+		if (is_r)
+			want_r = false;
+		else
+			want_s = false;
+	}
+	return st;
+}
+
+/* The client's operation. Its result goes to the server in DONE (f[0]: the
+ * requester's completion status, UINT64_MAX: none). */
+static void client_act(struct cs *s)
+{
+	const uint64_t *t = s->peer.f; /* address, length, rkey at 3, 4, 5 */
+	uint64_t *res = s->me.f;
+	int st = -1, rc;
+
+	memset(res, 0, sizeof(s->me.f));
+	switch (s->n) {
+	case C_WRITE_PAST:
+	case C_WRITE_STRADDLE:
+	case C_WRITE_RKEY:
+	case C_WRITE_NO_RW:
+	case C_FLUSH:
+		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE, s->buf,
+				(uint32_t)t[4], s->mr[0]->lkey, t[3],
+				(uint32_t)t[5], NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		if (s->n == C_FLUSH)
+			st = client_flush(s);
+		else
+			st = expect_wc(s, 0x10, "RDMA Write",
+				       IBV_WC_REM_ACCESS_ERR, -1);
+		break;
+	case C_READ_NO_RR:
+		memcpy(s->snap, s->buf, s->len);
+		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_READ, s->buf + 1024,
+				(uint32_t)t[4], s->mr[0]->lkey, t[3],
+				(uint32_t)t[5], NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "RDMA Read", IBV_WC_REM_ACCESS_ERR, -1);
+		check_unchanged(s, "local read buffer", 0, 0, 0, 0);
+		break;
+	case C_SEND_LKEY:
+		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, 256,
+				wrong_key(s, s->mr[0]->lkey), 0, 0, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send rejected the wrong lkey "
+			      "at once (%s): verbs reports it as a completion "
+			      "with IBV_WC_LOC_PROT_ERR", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "Send with a wrong lkey",
+			       IBV_WC_LOC_PROT_ERR, -1);
+		break;
+	case C_POST_STATE: {
+		struct ibv_wc wc;
+
+		rc = post_send1(s->qp, 0x704, IBV_WR_SEND, s->buf + 128, 64,
+				s->mr[0]->lkey, 0, 0, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send in RTS: %s", strerror(rc));
+			break;
+		}
+		/* sends rejected earlier must not complete now */
+		double dl = deadline();
+		bool seen = false;
+
+		for (;;) {
+			int p = poll_one(s->cq, &wc, seen ? quiet_deadline()
+							   : dl);
+			if (p < 0)
+				die("ibv_poll_cq failed");
+			if (p == 0)
+				break;
+			if (wc.wr_id == 0x704 && !seen) {
+				seen = true;
+				st = wc.status;
+				if (wc.status != IBV_WC_SUCCESS)
+					vfail(&s->v, "the valid send in RTS "
+					      "completed with %s",
+					      wc_name(wc.status));
+			} else if (wc.wr_id == 0x701 || wc.wr_id == 0x703) {
+				vnote(&s->v, "the send that ibv_post_send "
+				      "rejected in %s completed later (%s)",
+				      wc.wr_id == 0x701 ? "RESET" : "INIT",
+				      wc_name(wc.status));
+			} else {
+				vfail(&s->v, "unexpected completion wr_id "
+				      "0x%" PRIx64 " status %s", wc.wr_id,
+				      wc_name(wc.status));
+			}
+		}
+		if (!seen)
+			vfail(&s->v, "no completion for the valid send in RTS "
+			      "within %d s", cfg.timeout_s);
+		break;
+	}
+	case C_SEND_LONG: {
+		uint32_t len = 3 * D.mtu_bytes + 17;
+
+		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, len,
+				s->mr[0]->lkey, 0, 0, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		/* judged with the receiver's result, in client_merge */
+		struct ibv_wc wc;
+		int p = poll_one(s->cq, &wc, deadline());
+
+		if (p < 0)
+			die("ibv_poll_cq failed");
+		if (p == 0)
+			vfail(&s->v, "no completion for the Send within %d s",
+			      cfg.timeout_s);
+		else
+			st = wc.status;
+		break;
+	}
+	}
+	res[0] = st < 0 ? UINT64_MAX : (uint64_t)st;
+}
+
+/* The client's verdict given the server's RESULT. */
+static void client_merge(struct cs *s, const struct wire *r)
+{
+	if (s->n != C_SEND_LONG)
+		return;
+	uint64_t snd = s->me.f[0], rcv = r->f[0];
+	char rnone[64];
+
+	snprintf(rnone, sizeof(rnone), "no completion within %d s",
+		 cfg.timeout_s);
+	const char *ss = snd == UINT64_MAX ? rnone : wc_name((int)snd);
+	const char *rs = rcv == UINT64_MAX ? rnone : wc_name((int)rcv);
+
+	if (rcv != IBV_WC_LOC_LEN_ERR && snd != IBV_WC_REM_INV_REQ_ERR)
+		vfail(&s->v, "neither side reported the length error: requester "
+		      "%s, receiver %s (want the receiver's "
+		      "IBV_WC_LOC_LEN_ERR or the requester's "
+		      "IBV_WC_REM_INV_REQ_ERR)", ss, rs);
+	else if (snd == IBV_WC_SUCCESS)
+		vnote(&s->v, "the requester's Send completed with "
+		      "IBV_WC_SUCCESS; the receiver reported %s", rs);
+	else if (rcv != IBV_WC_LOC_LEN_ERR)
+		vnote(&s->v, "requester %s, receiver %s", ss, rs);
+}
+
+/* ---------- running one case ---------- */
+
+static void on_alarm(int sig)
+{
+	static const char m[] = "Bail out! " PROG ": watchdog: no progress "
+				"for too long (a verb or the peer is stuck)\n";
+	(void)sig;
+	if (write(1, m, sizeof(m) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static void print_line(const char *line, const char *notes, int n)
+{
+	printf("%s\n", line);
+	if (notes && *notes)
+		printf("# %d %s: note: %s\n", n, case_name[n], notes);
+	fflush(stdout);
+}
+
+/* Returns true if the case passed. */
+static bool run_case(int n)
+{
+	struct cs s;
+	struct wire w;
+
+	memset(&s, 0, sizeof(s));
+	s.n = n;
+	D.cur_case = n;
+	alarm((unsigned)cfg.timeout_s * 8 + 60);
+
+	cs_create(&s);
+	if (D.is_server)
+		server_prepare(&s);
+	else
+		client_prepare(&s);
+
+	s.me.type = M_INFO;
+	s.me.cas = (uint32_t)n;
+	s.me.f[0] = s.qp->qp_num;
+	s.me.f[1] = s.psn;
+	s.me.f[2] = D.dev.port.lid;
+	memcpy(s.me.gid, D.dev.gid.raw, 16);
+	wire_send(&s.me);
+	wire_recv(&s.peer, M_INFO);
+	cs_connect(&s);
+	vmsg("case %d: qpn 0x%06x psn 0x%06x -> peer qpn 0x%06" PRIx64,
+	     n, s.qp->qp_num, s.psn, s.peer.f[0]);
+
+	/* both connected before the client acts */
+	memset(&w, 0, sizeof(w));
+	w.type = M_SYNC;
+	w.cas = (uint32_t)n;
+	wire_send(&w);
+	wire_recv(&w, M_SYNC);
+
+	char line[3 * TEXT_LEN + 64];
+	bool pass;
+
+	if (!D.is_server) {
+		struct wire r, fin;
+
+		client_act(&s);
+		memset(&w, 0, sizeof(w));
+		w.type = M_DONE;
+		w.cas = (uint32_t)n;
+		w.f[0] = s.me.f[0];
+		wire_send(&w);
+		wire_recv(&r, M_RESULT);
+		if (r.status) {
+			/* the server's reasons after the client's */
+			s.v.fail = true;
+			vfail(&s.v, "%s", r.why);
+		}
+		if (r.note[0])
+			vnote(&s.v, "%s", r.note);
+		client_merge(&s, &r);
+		pass = !s.v.fail;
+		if (pass)
+			snprintf(line, sizeof(line), "ok %d %s", n, case_name[n]);
+		else
+			snprintf(line, sizeof(line), "not ok %d %s: %s", n,
+				 case_name[n], s.v.why);
+		memset(&fin, 0, sizeof(fin));
+		fin.type = M_FINAL;
+		fin.cas = (uint32_t)n;
+		fin.status = !pass;
+		memcpy(fin.why, line, strnlen(line, TEXT_LEN - 1));
+		memcpy(fin.note, s.v.note, TEXT_LEN);
+		wire_send(&fin);
+		print_line(line, s.v.note, n);
+	} else {
+		struct wire done, fin;
+
+		wire_recv(&done, M_DONE);
+		memset(s.me.f, 0, sizeof(s.me.f));
+		server_check(&s, &done);
+		s.me.type = M_RESULT;
+		s.me.status = s.v.fail;
+		memcpy(s.me.why, s.v.why, TEXT_LEN);
+		memcpy(s.me.note, s.v.note, TEXT_LEN);
+		wire_send(&s.me);
+		wire_recv(&fin, M_FINAL);
+		pass = !fin.status;
+		print_line(fin.why, fin.note, n);
+	}
+	cs_destroy(&s);
+	D.cur_case = 0;
+	return pass;
+}
+
+/* ---------- main ---------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: " PROG " [options]              (server)\n"
+"       " PROG " [options] SERVER_HOST  (client)\n"
+"       " PROG " -l                     (list the cases)\n"
+"  -d DEV    RDMA device (default: the first)\n"
+"  -i PORT   its port (default 1)\n"
+"  -g IDX    GID index (default: a RoCEv2 IPv4 one)\n"
+"  -p PORT   TCP port (default " DEFAULT_PORT ")\n"
+"  -t SEC    deadline of every completion wait (default 10)\n"
+"  -c LIST   run only these cases, e.g. 1,3,8 (the client decides)\n"
+"  -v        say more on stderr\n");
+}
+
+static int parse_int(const char *s, const char *what)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || *end || end == s || v < 0 || v > 1000000) {
+		msg("bad %s: %s", what, s);
+		exit(2);
+	}
+	return (int)v;
+}
+
+/* One item of -c: bit N for case N. */
+static uint32_t case_bit(const char *tok)
+{
+	int n = parse_int(tok, "case");
+
+	if (n < 1 || n > NCASES) {
+		msg("no case %d (1..%d)", n, NCASES);
+		exit(2);
+	}
+	return 1u << n;
+}
+
+int main(int argc, char **argv)
+{
+	int c;
+
+	die_context = case_context;
+	while ((c = getopt(argc, argv, "d:i:g:p:t:c:lvh")) != -1) {
+		switch (c) {
+		case 'd': cfg.dev_name = optarg; break;
+		case 'i': cfg.ib_port = parse_int(optarg, "port"); break;
+		case 'g': cfg.gid_idx = parse_int(optarg, "GID index"); break;
+		case 'p': cfg.tcp_port = optarg; break;
+		case 't': cfg.timeout_s = parse_int(optarg, "timeout"); break;
+		case 'c':
+			cfg.cases = parse_list(optarg, case_bit,
+					       "no case chosen");
+			break;
+		case 'l':
+			for (int n = 1; n <= NCASES; n++)
+				printf("%d %s\n", n, case_name[n]);
+			return 0;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	cfg.server = server_arg(argc, argv, usage);
+	if (cfg.timeout_s < 1 || cfg.ib_port < 1) {
+		msg("-t must be >= 1, -i >= 1");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned)cfg.timeout_s * 4 + 90);
+	D.is_server = !cfg.server;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	setup_device();
+	D.sock = D.is_server ? tcp_server(cfg.tcp_port, cfg.timeout_s) :
+		 tcp_client(cfg.server, cfg.tcp_port,
+			    cfg.timeout_s < 20 ? 20 : cfg.timeout_s);
+
+	/* HELLO: the client's case list and seed, both sides' MTU. */
+	struct wire h, ph;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	memset(&h, 0, sizeof(h));
+	h.type = M_HELLO;
+	h.f[0] = PROTO_VERSION;
+	h.f[1] = cfg.cases;
+	h.f[2] = mix64((uint64_t)ts.tv_sec * 1000000000ull +
+		       (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid();
+	h.f[3] = D.dev.port.active_mtu;
+	wire_send(&h);
+	wire_recv(&ph, M_HELLO);
+	if (ph.f[0] != PROTO_VERSION)
+		die("the peer speaks another protocol version");
+	if (D.is_server) {
+		cfg.cases = (uint32_t)ph.f[1];
+		D.seed = ph.f[2];
+	} else {
+		D.seed = h.f[2];
+	}
+	D.mtu = h.f[3] < ph.f[3] ? (uint32_t)h.f[3] : (uint32_t)ph.f[3];
+	if (D.mtu < IBV_MTU_256 || D.mtu > IBV_MTU_4096)
+		die("bad path MTU %u", D.mtu);
+	D.mtu_bytes = 128u << D.mtu;
+
+	int total = 0, failed = 0;
+
+	for (int n = 1; n <= NCASES; n++)
+		if (cfg.cases & (1u << n))
+			total++;
+	printf("TAP version 13\n1..%d\n", total);
+	for (int n = 1; n <= NCASES; n++) {
+		if (!(cfg.cases & (1u << n)))
+			continue;
+		if (!run_case(n))
+			failed++;
+	}
+	alarm(0);
+	msg("%d of %d case(s) failed (%s side, path MTU %u)", failed, total,
+	    D.is_server ? "server" : "client", D.mtu_bytes);
+	ibv_dealloc_pd(D.pd);
+	ibv_close_device(D.dev.ctx);
+	close(D.sock);
+	return failed ? 1 : 0;
+}
