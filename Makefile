@@ -98,7 +98,7 @@ help:
 	@echo "make kernel     build or reuse the test kernel; prints its directory"
 	@echo "make check      run every test: userspace crates, then the VM suite"
 	@echo "make check-user run the userspace crates' tests only"
-	@echo "make demo       boot the VM and show two MetaRoCE devices in two netns"
+	@echo "make demo       boot the VM: ib_write_bw and ibv_rc_pingpong over MetaRoCE and rxe, side by side"
 	@echo "make provider   build rdma-core 65.0 + the metaroce provider into the cache; prints"
 	@echo "                the prefix (run programs on it: scripts/rdma-env.sh CMD)"
 	@echo "make stock      build metaroce.ko for Debian's stock kernel (KERNELRELEASE=...)"
