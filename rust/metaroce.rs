@@ -28,6 +28,12 @@ module! {
     description: "MetaRoCE multipath RDMA transport over Ethernet",
     license: "GPL",
     alias: ["rdma-link-metaroce"],
+    params: {
+        paths: u32 {
+            default: 8,
+            description: "Paths (UDP source ports) each connection sprays over, 1 to 8",
+        },
+    },
 }
 
 struct Metaroce {

@@ -2,7 +2,7 @@
 
 //! A MetaRoCE RDMA device: one port over one net device.
 
-use super::verbs::{self, Cq, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE, PATHS};
+use super::verbs::{self, Cq, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::abstractions::{
     device::{
         Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable,
@@ -176,7 +176,7 @@ impl DeviceOps for MrDevice {
     fn alloc_ucontext(_dev: &Device<Self>, udata: &mut Udata) -> Result<()> {
         // struct metaroce_alloc_ucontext_resp, native byte order.
         let mut resp = [0u8; 16];
-        for (i, v) in [ABI_VERSION, UCTX_SYSCALL_QUEUES, MAX_INLINE, PATHS as u32].iter().enumerate() {
+        for (i, v) in [ABI_VERSION, UCTX_SYSCALL_QUEUES, MAX_INLINE, u32::from(verbs::paths())].iter().enumerate() {
             resp[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
         }
         udata.respond(&resp)
@@ -261,8 +261,6 @@ impl DeviceOps for MrDevice {
     }
 }
 
-#[allow(unused_imports)]
-use verbs as _;
 
 #[kunit_tests(metaroce_device)]
 mod tests {

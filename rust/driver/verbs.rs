@@ -37,8 +37,13 @@ use kernel::{
     },
 };
 
-/// Paths (UDP source ports) of every connection.
+/// The most paths (UDP source ports) a connection can have.
 pub(crate) const PATHS: usize = 8;
+
+/// The paths of new connections: the `paths` module parameter, within 1..=PATHS.
+pub(crate) fn paths() -> u16 {
+    (*crate::module_parameters::paths.value()).clamp(1, PATHS as u32) as u16
+}
 
 /// Limits reported by `query_device` and enforced at creation.
 pub(crate) const MAX_QP_WR: u32 = 1024;
@@ -1077,7 +1082,7 @@ impl Qp {
             QpState::Rtr if st.conn.is_none() => {
                 // Both ends start every path at PSN 0: the connection is as
                 // new as the QP pair (QP numbers are not reused soon).
-                let mut cfg = Config::new(n.qpn, st.dest_qp, PATHS as u16, st.mtu as u16);
+                let mut cfg = Config::new(n.qpn, st.dest_qp, paths(), st.mtu as u16);
                 cfg.port_seed = n.qpn.rotate_left(8) ^ st.dest_qp ^ u32::from_ne_bytes(st.dest_ip);
                 cfg.reorder_window = 32;
                 cfg.ack_delay_ns = 0;

@@ -56,7 +56,7 @@ stop_traffic() {
 	pids=()
 }
 
-ktap_plan 9
+ktap_plan 10
 
 rdma_fabric_up metaroce || { ktap_info "no fabric"; exit $KSFT_FAIL; }
 traffic
@@ -93,6 +93,23 @@ check "rmmod succeeds once they end (devices present)" rmmod metaroce
 check "both devices are gone" eval 'ibdev_gone "$RDMA_A" && ibdev_gone "$RDMA_B"'
 netns_pair_down
 RDMA_A= RDMA_B=
-check "insmod loads it again" insmod "$METAROCE_KO"
+check "insmod loads it again, with one path per connection (paths=1)" \
+	insmod "$METAROCE_KO" paths=1
+
+# A connection on a single path (one UDP source port) carries traffic too.
+rdma_fabric_up metaroce || { ktap_info "no fabric"; exit $KSFT_FAIL; }
+port=$((port + 1))
+gid_a=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_A)" /sys/class/infiniband/"$RDMA_A"/ports/1/gids/*)")
+gid_b=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_B)" /sys/class/infiniband/"$RDMA_B"/ports/1/gids/*)")
+ip netns exec "$NS_A" timeout 120 ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p "$port" \
+	-s 4096 -n 50 >/dev/null 2>&1 &
+spid=$!
+sleep 1
+check "ibv_rc_pingpong passes with paths=1" eval 'ip netns exec "$NS_B" timeout 120 \
+	ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p "$port" -s 4096 -n 50 "$FABRIC_IP_A" >/dev/null 2>&1'
+wait "$spid"
+rdma_fabric_down
+RDMA_A= RDMA_B=
+rmmod metaroce && insmod "$METAROCE_KO"
 
 ktap_finish
