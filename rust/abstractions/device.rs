@@ -129,8 +129,6 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_pd: i32,
     /// Most outstanding RDMA Reads and atomics per QP.
     pub(crate) max_rd_atom: i32,
-    /// Most inline bytes per send.
-    pub(crate) max_inline_data: u32,
 }
 
 /// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.

@@ -120,11 +120,6 @@ __be32 mr_skb_saddr4(const struct sk_buff *skb)
 	return ip_hdr(skb)->saddr;
 }
 
-__be32 mr_skb_daddr4(const struct sk_buff *skb)
-{
-	return ip_hdr(skb)->daddr;
-}
-
 bool mr_skb_ce4(const struct sk_buff *skb)
 {
 	return INET_ECN_is_ce(ip_hdr(skb)->tos);

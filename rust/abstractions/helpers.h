@@ -47,7 +47,6 @@ int mr_skb_linearize(struct sk_buff *skb);
 unsigned char *mr_skb_data(const struct sk_buff *skb);
 unsigned int mr_skb_len(const struct sk_buff *skb);
 __be32 mr_skb_saddr4(const struct sk_buff *skb);
-__be32 mr_skb_daddr4(const struct sk_buff *skb);
 bool mr_skb_ce4(const struct sk_buff *skb);
 void mr_skb_reserve(struct sk_buff *skb, int len);
 void *mr_skb_put(struct sk_buff *skb, unsigned int len);

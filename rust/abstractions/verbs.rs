@@ -155,8 +155,6 @@ pub(crate) enum WcStatus {
     Success,
     /// A local length error (the message does not fit the receive buffers).
     LocLenErr,
-    /// A local QP operation error.
-    LocQpOpErr,
     /// A local protection error (bad lkey or access).
     LocProtErr,
     /// Flushed: the QP is in the error state.
@@ -167,8 +165,6 @@ pub(crate) enum WcStatus {
     RemInvReqErr,
     /// The remote side could not perform the operation.
     RemOpErr,
-    /// The transport gave up retrying.
-    RetryExcErr,
 }
 
 /// A work completion.
@@ -259,8 +255,6 @@ pub(crate) struct SendWr {
     /// Whether the data is inline: `sge` then names bytes to copy now
     /// (user addresses for user QPs), not registered memory.
     pub(crate) inline: bool,
-    /// Solicited event requested.
-    pub(crate) solicited: bool,
 }
 
 impl SendWr {
@@ -1129,7 +1123,6 @@ unsafe fn convert_send(wr: *const bindings::ib_send_wr) -> Result<SendWr> {
         num_sge,
         signaled: flags & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
         inline: flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0,
-        solicited: flags & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0,
     })
 }
 
@@ -1139,13 +1132,11 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
     w.status = match c.status {
         WcStatus::Success => bindings::ib_wc_status_IB_WC_SUCCESS,
         WcStatus::LocLenErr => bindings::ib_wc_status_IB_WC_LOC_LEN_ERR,
-        WcStatus::LocQpOpErr => bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
         WcStatus::LocProtErr => bindings::ib_wc_status_IB_WC_LOC_PROT_ERR,
         WcStatus::WrFlushErr => bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
         WcStatus::RemAccessErr => bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR,
         WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
         WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
-        WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
     };
     w.opcode = match c.opcode {
         WcOpcode::Send => bindings::ib_wc_opcode_IB_WC_SEND,

@@ -131,7 +131,6 @@ impl DeviceOps for MrDevice {
             max_mr: 1 << 20,
             max_pd: 1 << 16,
             max_rd_atom: 16,
-            max_inline_data: MAX_INLINE,
         })
     }
 

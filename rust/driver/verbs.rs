@@ -826,7 +826,9 @@ impl QpShared {
             } else {
                 WcOpcode::Recv
             };
-            self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp), false);
+            // The wire carries no solicited flag: every receive counts as
+            // solicited, so a solicited-only waiter is never left asleep.
+            self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp), true);
         }
         if progressed {
             let next = st.rstream.progress();
@@ -1308,7 +1310,6 @@ mod tests {
                 num_sge: 1,
                 signaled: true,
                 inline: false,
-                solicited: false,
             },
             msn: 0,
             msg: Message {
