@@ -57,6 +57,11 @@ fabric_gid_of() {
 	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
 }
 
+# fabric_gid_index DEV IP: the GID table index of IP's RoCE v2 GID (for -g/-x).
+fabric_gid_index() {
+	roce_v2_index "$1" "$(fabric_gid_of "$2")"
+}
+
 # fabric_dev_ready DEV IP: port 1 ACTIVE and IP's GID in the table.
 fabric_dev_ready() {
 	local dev=/sys/class/infiniband/$1/ports/1 gid

@@ -48,19 +48,6 @@ list=$("$bin" -l) || skip_all "$bin -l failed"
 mapfile -t cases <<<"$list"
 [ -n "$list" ] || skip_all "$bin -l lists no case"
 
-# roce_v2_index DEV GID: the index of GID's RoCE v2 entry.
-roce_v2_index() {
-	local f g t
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		read -r g 2>/dev/null <"$f" || continue
-		[ "$g" = "$2" ] || continue
-		read -r t 2>/dev/null \
-			<"/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" || continue
-		[ "$t" = "RoCE v2" ] && { echo "${f##*/}"; return 0; }
-	done
-	return 1
-}
-
 # Known deviations of rdma_rxe (the reference) from what the tool checks. With
 # NEG_TYPE=rxe a failure whose whole reason is one of these is reported as
 # "not ok ... # TODO" (not counted as a failure); any other failure fails.
@@ -102,10 +89,10 @@ fi
 ktap_ok "$type devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
 
 gargs_a=() gargs_b=()
-if g=$(roce_v2_index "$RDMA_A" "$(fabric_gid_of "$FABRIC_IP_A")"); then
+if g=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A"); then
 	gargs_a=(-g "$g")
 fi
-if g=$(roce_v2_index "$RDMA_B" "$(fabric_gid_of "$FABRIC_IP_B")"); then
+if g=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B"); then
 	gargs_b=(-g "$g")
 fi
 

@@ -70,19 +70,6 @@ trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 port=18800
 CALIB=0.219
 
-# gid_index DEV IP: the GID table index holding IP's RoCE (v2) GID.
-gid_index() {
-	local want f
-	want=$(fabric_gid_of "$2")
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		if [ "$(cat "$f")" = "$want" ]; then
-			basename "$f"
-			return 0
-		fi
-	done
-	return 1
-}
-
 listening() {
 	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
 }
@@ -245,8 +232,8 @@ if ! rdma_fabric_up "$type" 2>"$logs/setup"; then
 	ktap_fail "$type devices on both ends of the veth pair"
 	ktap_finish
 fi
-GID_A=$(gid_index "$RDMA_A" "$FABRIC_IP_A")
-GID_B=$(gid_index "$RDMA_B" "$FABRIC_IP_B")
+GID_A=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
+GID_B=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 ktap_ok "$type devices on both ends of the veth pair ($RDMA_A GID $GID_A, $RDMA_B GID $GID_B)"
 
 bw ib_write_bw -s 65536

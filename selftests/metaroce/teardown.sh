@@ -27,10 +27,8 @@ trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down;
 traffic() {
 	local gid_a gid_b
 	port=$((port + 1))
-	gid_a=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_A)" \
-		/sys/class/infiniband/"$RDMA_A"/ports/1/gids/*)")
-	gid_b=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_B)" \
-		/sys/class/infiniband/"$RDMA_B"/ports/1/gids/*)")
+	gid_a=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
+	gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 	ip netns exec "$NS_A" ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p "$port" \
 		-s 65536 -n 1000000 >/dev/null 2>&1 &
 	pids+=($!)
@@ -99,8 +97,8 @@ check "insmod loads it again, with one path per connection (paths=1)" \
 # A connection on a single path (one UDP source port) carries traffic too.
 rdma_fabric_up metaroce || { ktap_info "no fabric"; exit $KSFT_FAIL; }
 port=$((port + 1))
-gid_a=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_A)" /sys/class/infiniband/"$RDMA_A"/ports/1/gids/*)")
-gid_b=$(basename "$(grep -lx "$(fabric_gid_of $FABRIC_IP_B)" /sys/class/infiniband/"$RDMA_B"/ports/1/gids/*)")
+gid_a=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
+gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 ip netns exec "$NS_A" timeout 120 ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p "$port" \
 	-s 4096 -n 50 >/dev/null 2>&1 &
 spid=$!

@@ -23,19 +23,6 @@ logs=$(mktemp -d)
 trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 port=18700
 
-# gid_index DEV IP: the GID table index holding IP's RoCE GID.
-gid_index() {
-	local want f
-	want=$(fabric_gid_of "$2")
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		if [ "$(cat "$f")" = "$want" ]; then
-			basename "$f"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # pingpong NAME ARGS...: one server/client pair as one test point.
 pingpong() {
 	local name=$1 crc src spid
@@ -69,8 +56,8 @@ if ! rdma_fabric_up metaroce 2>"$logs/setup"; then
 	ktap_finish
 fi
 ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
-GID_A=$(gid_index "$RDMA_A" "$FABRIC_IP_A")
-GID_B=$(gid_index "$RDMA_B" "$FABRIC_IP_B")
+GID_A=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
+GID_B=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 
 ip netns exec "$NS_A" "$env" ibv_devinfo -d "$RDMA_A" >"$logs/devinfo" 2>&1
 grep -E "hca_id|transport|state|active_mtu" "$logs/devinfo" | while read -r l; do ktap_info "$l"; done
