@@ -354,8 +354,10 @@ pub(crate) fn now_ns() -> u64 {
 
 /// Called when a [`Timer`] expires, in softirq context.
 pub(crate) trait TimerHandler: Send + Sync + 'static {
-    /// The timer expired.
-    fn expired(&self);
+    /// `timer` expired (it may be started again from here).
+    fn expired(timer: &Timer<Self>)
+    where
+        Self: Sized;
 }
 
 /// A high-resolution timer with data `T` (`struct hrtimer`, soft mode).
@@ -424,7 +426,7 @@ impl<T: TimerHandler> Timer<T> {
         // SAFETY: The timer is cancelled before the memory is freed, which
         // waits for this function to return.
         let this = unsafe { &*t.cast::<Self>() };
-        this.data.expired();
+        T::expired(this);
         bindings::hrtimer_restart_HRTIMER_NORESTART
     }
 }

@@ -847,10 +847,30 @@ fn gather(e: &SqEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Resu
         buf.copy_from_slice(src);
         return Ok(());
     }
+    let len = buf.len();
+    sge_pieces(e.wr.sges(), pd, t, false, offset, len, |mr, at, piece| {
+        mr.umem.read(at, buf.get_mut(piece)?).ok()
+    })
+    .ok_or(EINVAL)
+}
+
+/// Walks the local buffers `sges` over message bytes `[offset, offset +
+/// len)`: each piece's region (checked: key, domain, local write access if
+/// `write`, bounds), its offset in the region and its range in the message
+/// slice. `None` if a check or `f` fails or the buffers are too short.
+fn sge_pieces(
+    sges: &[crate::abstractions::verbs::Sge],
+    pd: u32,
+    t: &Tables,
+    write: bool,
+    offset: u32,
+    len: usize,
+    mut f: impl FnMut(&MrEntry, u64, core::ops::Range<usize>) -> Option<()>,
+) -> Option<()> {
     let mut skip = u64::from(offset);
     let mut done = 0usize;
-    for s in e.wr.sges() {
-        if done == buf.len() {
+    for s in sges {
+        if done == len {
             break;
         }
         let l = u64::from(s.length);
@@ -858,17 +878,13 @@ fn gather(e: &SqEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Resu
             skip -= l;
             continue;
         }
-        let n = ((l - skip) as usize).min(buf.len() - done);
-        let (mr, off) = t.local(pd, s.addr, l, s.lkey, false).ok_or(EINVAL)?;
-        mr.umem.read(off + skip, buf.get_mut(done..done + n).ok_or(EINVAL)?)?;
+        let n = ((l - skip) as usize).min(len - done);
+        let (mr, off) = t.local(pd, s.addr, l, s.lkey, write)?;
+        f(mr, off + skip, done..done + n)?;
         done += n;
         skip = 0;
     }
-    if done == buf.len() {
-        Ok(())
-    } else {
-        Err(EINVAL)
-    }
+    (done == len).then_some(())
 }
 
 /// Copies bytes of a response: Read data from the responder's region (checked
@@ -891,44 +907,21 @@ fn gather_response(o: &RespEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u
 /// Writes arriving bytes at `offset` of the local buffers `sges` (a receive,
 /// or the target of a Read or atomic), which need local write access.
 fn scatter(sges: &[crate::abstractions::verbs::Sge], pd: u32, t: &Tables, offset: u32, bytes: &[u8]) -> Option<()> {
-    let mut skip = u64::from(offset);
-    let mut done = 0usize;
-    for s in sges {
-        if done == bytes.len() {
-            break;
-        }
-        let l = u64::from(s.length);
-        if skip >= l {
-            skip -= l;
-            continue;
-        }
-        let n = ((l - skip) as usize).min(bytes.len() - done);
-        let (mr, off) = t.local(pd, s.addr, l, s.lkey, true)?;
-        mr.umem.write(off + skip, bytes.get(done..done + n)?).ok()?;
-        done += n;
-        skip = 0;
-    }
-    (done == bytes.len()).then_some(())
+    sge_pieces(sges, pd, t, true, offset, bytes.len(), |mr, at, piece| {
+        mr.umem.write(at, bytes.get(piece)?).ok()
+    })
 }
 
 impl TimerHandler for QpShared {
-    fn expired(&self) {
-        // The timer is the first field of the node; the handler only sees its
-        // data, so the node is found again through the table.
-        let node = {
-            let t = self.dev.tables.lock();
-            t.qps.iter().find(|q| q.qpn == self.qpn).cloned()
-        };
-        if let Some(node) = node {
-            let mut st = node.st.lock();
-            if st.dead {
-                return;
-            }
-            if let Some(c) = st.conn.as_mut() {
-                c.on_timeout(now_ns());
-            }
-            node.pump(&node, &mut st);
+    fn expired(node: &QpNode) {
+        let mut st = node.st.lock();
+        if st.dead {
+            return;
         }
+        if let Some(c) = st.conn.as_mut() {
+            c.on_timeout(now_ns());
+        }
+        node.pump(node, &mut st);
     }
 }
 
