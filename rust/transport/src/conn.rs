@@ -185,6 +185,9 @@ pub enum Received<'a> {
     Data(DataHeader, &'a [u8]),
     /// A copy of data already received: dropped.
     Duplicate,
+    /// A packet of a message its sender cancelled: it fills its PSN, and
+    /// nothing is placed.
+    Void,
     /// An acknowledgement or negative acknowledgement, processed.
     Control,
 }
@@ -204,6 +207,9 @@ pub enum RecvError {
     Ack,
     /// A NAK for a message that is not in progress.
     Nak,
+    /// A hello: the handshake's business (see `handshake`), not the
+    /// connection's.
+    Hello,
 }
 
 /// Counters of one connection, for telemetry.
@@ -347,6 +353,9 @@ struct MsgSlot {
     sent_packets: u32,
     acked: u32,
     error: Option<NakCode>,
+    /// Cancelled by [`Connection::cancel_stream`]: its packets in flight
+    /// travel void.
+    cancelled: bool,
 }
 
 const EMPTY_MSG: MsgSlot = MsgSlot {
@@ -366,6 +375,7 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
     sent_packets: 0,
     acked: 0,
     error: None,
+    cancelled: false,
 };
 
 const TX_PATH_EMPTY: TxPath = TxPath {
@@ -626,12 +636,53 @@ impl<const P: usize> Connection<P> {
             sent_packets: 0,
             acked: 0,
             error: None,
+            cancelled: false,
         };
         self.next_gen = self.next_gen.wrapping_add(1);
         if self.cursor.is_none() {
             self.cursor = Some(i as u16);
         }
         Ok(())
+    }
+
+    /// Cancels every message of `stream` that has not completed (its queue
+    /// pair went away): nothing more of them is cut, their packets in flight
+    /// are resent void until acknowledged, and they complete with `code`.
+    /// Returns how many were cancelled.
+    pub fn cancel_stream(&mut self, stream: u32, code: NakCode) -> u32 {
+        let mut n = 0;
+        for i in 0..MAX_MESSAGES {
+            let Some(m) = self.msgs.get_mut(i) else { break };
+            if m.state != MsgState::Active || m.msg.stream != stream {
+                continue;
+            }
+            n += 1;
+            m.cancelled = true;
+            m.error = m.error.or(Some(code));
+            m.packets = m.sent_packets;
+            if m.acked == m.sent_packets {
+                m.state = MsgState::Done;
+            }
+            if self.cursor == Some(i as u16) {
+                self.advance_cursor();
+            }
+        }
+        self.release_all();
+        n
+    }
+
+    /// Whether `stream` has messages the connection still holds (in flight
+    /// or completed and not yet polled).
+    pub fn stream_busy(&self, stream: u32) -> bool {
+        self.msgs
+            .iter()
+            .any(|m| m.state != MsgState::Free && m.msg.stream == stream)
+    }
+
+    /// Sets the peer's identifier (it became known after [`Self::configure`],
+    /// before any packet was sent).
+    pub fn set_remote_id(&mut self, remote_id: u32) {
+        self.cfg.remote_id = remote_id;
     }
 
     /// The next completion, in message order per stream.
@@ -866,6 +917,7 @@ impl<const P: usize> Connection<P> {
             Packet::Data(h, _) => h.common,
             Packet::Ack(a) => a.common,
             Packet::Nak(n) => n.common,
+            Packet::Hello(_) => return Err(RecvError::Hello),
         };
         if common.conn != self.cfg.local_id {
             return Err(RecvError::Connection(common.conn));
@@ -878,6 +930,7 @@ impl<const P: usize> Connection<P> {
             Packet::Data(hdr, payload) => self.on_data(now, path, hdr, payload, sport, ce),
             Packet::Ack(ack) => self.on_ack(path, &ack, now).map(|()| Received::Control),
             Packet::Nak(nak) => self.on_nak(&nak).map(|()| Received::Control),
+            Packet::Hello(_) => Err(RecvError::Hello),
         }
     }
 
@@ -928,6 +981,9 @@ impl<const P: usize> Connection<P> {
                 }
                 Arrival::OutOfWindow => return Err(RecvError::Window),
             }
+        }
+        if hdr.common.flags & flags::VOID != 0 {
+            return Ok(Received::Void);
         }
         self.stats.rx_data += 1;
         Ok(Received::Data(hdr, payload))
@@ -1226,6 +1282,11 @@ impl<const P: usize> Connection<P> {
     ) -> Option<Transmit> {
         let m = self.msgs.get(usize::from(slot.msg))?;
         let mut fl = extra;
+        // A cancelled message's packet goes out without its bytes.
+        let (len, void) = if m.cancelled { (0, true) } else { (slot.len, false) };
+        if void {
+            fl |= flags::VOID;
+        }
         if slot.offset == 0 {
             fl |= flags::FIRST;
         }
@@ -1255,16 +1316,16 @@ impl<const P: usize> Connection<P> {
             atomic: m.msg.atomic,
             origin: slot.origin,
         };
-        let len = wire::encode_data(&hdr, slot.len, buf).ok()?;
+        let hlen = wire::encode_data(&hdr, len, buf).ok()?;
         Some(Transmit {
             path: path as u16,
             sport: self.tx.get(path)?.sport,
-            len,
-            payload: (slot.len > 0).then_some(Segment {
+            len: hlen,
+            payload: (len > 0).then_some(Segment {
                 stream: m.msg.stream,
                 msn: m.msg.msn,
                 offset: slot.offset,
-                len: slot.len,
+                len,
             }),
         })
     }

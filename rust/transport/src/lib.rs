@@ -8,8 +8,9 @@
 //! framing facts (`framing`), the wire codec (`wire`), wrapping sequence
 //! numbers and the 256-bit window bitmap (`seq`), per-path sequence and SACK
 //! state (`path`), the RTT estimator (`rtt`), congestion-control building
-//! blocks (`cc`), in-order completion of a stream's messages (`stream`) and the
-//! connection state machine that ties them together (`conn`). See
+//! blocks (`cc`), in-order completion of a stream's messages (`stream`), the
+//! connection state machine that ties them together (`conn`) and the
+//! handshake that names a connection's incarnation (`handshake`). See
 //! `Documentation/transport.md`.
 //!
 //! Modules refer to each other with `super::`, never `crate::`: inside the
@@ -21,6 +22,7 @@
 pub mod cc;
 pub mod conn;
 pub mod framing;
+pub mod handshake;
 pub mod path;
 pub mod rtt;
 pub mod seq;

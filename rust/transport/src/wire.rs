@@ -29,6 +29,8 @@ pub const ORIGIN_LEN: usize = 8;
 pub const ACK_LEN: usize = 48;
 /// Bytes of a negative acknowledgement after the common header.
 pub const NAK_LEN: usize = 12;
+/// Bytes of a hello after the common header.
+pub const HELLO_LEN: usize = 8;
 /// Bits in the selective-acknowledgement bitmap of an ACK.
 pub const SACK_BITS: usize = 256;
 
@@ -41,6 +43,8 @@ pub enum PacketType {
     Ack = 2,
     /// Reports an error for one message.
     Nak = 3,
+    /// Names the sender's incarnation of a connection (see `handshake`).
+    Hello = 4,
 }
 
 /// Data packet flags (byte 1 of a data packet).
@@ -56,8 +60,11 @@ pub mod flags {
     /// The packet was first sent on another path, which failed; an origin
     /// part names that path and PSN so the receiver can drop a late original.
     pub const RELOCATED: u8 = 1 << 4;
+    /// The sender cancelled the message (its queue pair went away): the
+    /// packet carries no payload and only fills its PSN; nothing is placed.
+    pub const VOID: u8 = 1 << 5;
     /// Every flag this version defines.
-    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED;
+    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID;
 }
 
 /// Message operations.
@@ -275,6 +282,18 @@ pub struct NakHeader {
     pub msn: u32,
 }
 
+/// A hello: the sender's incarnation of the connection between two hosts,
+/// and the receiver's as far as the sender knows it (`common.conn`, 0 when
+/// it knows none yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelloHeader {
+    /// The common header (`ptype` is [`PacketType::Hello`]; `path`, `psn` and
+    /// `timestamp` carry nothing).
+    pub common: Common,
+    /// The sender's incarnation: the connection id it receives on.
+    pub epoch: u32,
+}
+
 /// A decoded packet; data packets borrow their payload from the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet<'a> {
@@ -284,6 +303,8 @@ pub enum Packet<'a> {
     Ack(AckHeader),
     /// A negative acknowledgement.
     Nak(NakHeader),
+    /// A hello.
+    Hello(HelloHeader),
 }
 
 /// Why a datagram is not a valid MetaRoCE packet.
@@ -383,6 +404,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
         1 => PacketType::Data,
         2 => PacketType::Ack,
         3 => PacketType::Nak,
+        4 => PacketType::Hello,
         t => return Err(DecodeError::PacketType(t)),
     };
     let flags = r.u8()?;
@@ -398,6 +420,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
         PacketType::Data => decode_data(common, r),
         PacketType::Ack => decode_ack(common, r),
         PacketType::Nak => decode_nak(common, r),
+        PacketType::Hello => decode_hello(common, r),
     }
 }
 
@@ -486,6 +509,9 @@ fn bounds_ok(hdr: &DataHeader, payload_len: u16) -> bool {
     if !hdr.opcode.has_payload() && (payload_len != 0 || hdr.offset != 0) {
         return false;
     }
+    if hdr.common.flags & flags::VOID != 0 && payload_len != 0 {
+        return false;
+    }
     !hdr.opcode.is_atomic() || hdr.msg_len == 8
 }
 
@@ -547,6 +573,20 @@ fn decode_nak(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
     Ok(Packet::Nak(nak))
 }
 
+fn decode_hello(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
+    if common.flags != 0 {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    let epoch = r.u32()?;
+    if r.u32()? != 0 {
+        return Err(DecodeError::Reserved);
+    }
+    if !r.rest().is_empty() {
+        return Err(DecodeError::PayloadLength);
+    }
+    Ok(Packet::Hello(HelloHeader { common, epoch }))
+}
+
 fn put_common(w: &mut Writer<'_>, c: &Common) {
     w.put(&[(VERSION << 4) | c.ptype as u8, c.flags]);
     w.put(&c.path.to_be_bytes());
@@ -604,7 +644,7 @@ pub fn encode_data(
     Ok(w.pos)
 }
 
-/// Checks a control packet's (ACK, NAK) common header and the room for it and
+/// Checks a control packet's (ACK, NAK, hello) common header and the room for it and
 /// its `body_len` bytes, and writes the common header.
 fn start_control<'a>(
     common: &Common,
@@ -641,6 +681,14 @@ pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError>
     w.put(&[nak.code as u8, 0, 0, 0]);
     w.put(&nak.stream.to_be_bytes());
     w.put(&nak.msn.to_be_bytes());
+    Ok(w.pos)
+}
+
+/// Encodes a hello into `out`; returns its length.
+pub fn encode_hello(hello: &HelloHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let mut w = start_control(&hello.common, PacketType::Hello, HELLO_LEN, out)?;
+    w.put(&hello.epoch.to_be_bytes());
+    w.put(&[0; 4]);
     Ok(w.pos)
 }
 
@@ -860,5 +908,38 @@ mod tests {
         assert_eq!(decode(&buf[..n]), Ok(Packet::Nak(nak)));
         buf[COMMON_LEN] = 0;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::NakCode(0)));
+    }
+
+    #[test]
+    fn hello_round_trip_and_reserved_bytes() {
+        let hello = HelloHeader {
+            common: common(PacketType::Hello, 0),
+            epoch: 0x0102_0304,
+        };
+        let mut buf = [0u8; 64];
+        let n = encode_hello(&hello, &mut buf).unwrap();
+        assert_eq!(n, COMMON_LEN + HELLO_LEN);
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Hello(hello)));
+        assert_eq!(&buf[COMMON_LEN..COMMON_LEN + 4], &[1, 2, 3, 4]);
+        buf[n - 1] = 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+        buf[n - 1] = 0;
+        assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::PayloadLength));
+        assert_eq!(decode(&buf[..n - 1]), Err(DecodeError::Truncated));
+        buf[1] = flags::FIRST;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Flags(flags::FIRST)));
+    }
+
+    #[test]
+    fn void_packets_carry_no_payload() {
+        let mut h = write_hdr();
+        h.common.flags |= flags::VOID;
+        let mut buf = [0u8; 128];
+        assert_eq!(encode_data(&h, 4, &mut buf), Err(EncodeError::Invalid));
+        let n = encode_data(&h, 0, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Data(h, &[][..])));
+        // A void packet with bytes after it is refused.
+        buf[COMMON_LEN + 3] = 1;
+        assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::Bounds));
     }
 }

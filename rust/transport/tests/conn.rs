@@ -446,3 +446,39 @@ fn an_announcement_is_an_ack_carrying_the_new_hint() {
     assert_eq!(hints, [5_000]);
     assert_eq!(p.hosts[0].conn.pace_mbps(), 5_000);
 }
+
+#[test]
+fn a_cancelled_stream_drains_void_while_the_others_deliver() {
+    // Stream 1's queue pair goes away while its packets are in flight over a
+    // lossy channel: its messages complete in error, its lost packets are
+    // resent void (no bytes), and the other streams are not disturbed.
+    let chan = Channel {
+        loss: 200,
+        ..Channel::default()
+    };
+    let msgs = workload(48, 3, &[64 * 1024]);
+    let mut p = Pair::new(4, 1024, chan, 11);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(!p.run(30_000), "still running when the stream is cancelled");
+    let cancelled = p.hosts[0].conn.cancel_stream(1, NakCode::RemoteOperation);
+    assert!(cancelled > 0, "nothing of stream 1 in progress");
+    p.hosts[0].todo.retain(|m| m.stream != 1);
+    assert!(p.run(60 * SECOND), "did not drain");
+    let h = &p.hosts[0];
+    assert_eq!(h.conn.outstanding(), 0);
+    assert!(!h.conn.stream_busy(1));
+    assert!(p.hosts[1].voids > 0, "no void packet was needed: {:?} {cancelled}", h.conn.stats());
+    let failed = h
+        .completions
+        .iter()
+        .filter(|c| c.stream == 1 && c.error == Some(NakCode::RemoteOperation))
+        .count();
+    assert_eq!(failed as u32, cancelled);
+    // Stream 1 completed in order: successes, then the cancelled ones.
+    let s1: Vec<_> = h.completions.iter().filter(|c| c.stream == 1).collect();
+    assert!(s1.windows(2).all(|w| w[1].msn == w[0].msn + 1), "{s1:?}");
+    let others: Vec<Message> = msgs.iter().copied().filter(|m| m.stream != 1).collect();
+    p.hosts[0].completions.retain(|c| c.stream != 1);
+    p.hosts[1].delivered.remove(&1);
+    assert_eq!(check_delivery(&p, 0, 1, &others), Vec::<String>::new());
+}

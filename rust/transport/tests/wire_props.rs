@@ -49,9 +49,10 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
         any::<u16>(),
     )
         .prop_map(|(common, opcode, [stream, msn, offset, msg_len], r, len)| {
+            let void = common.flags & flags::VOID != 0;
             let (payload_len, offset, msg_len) = if opcode.is_atomic() {
                 (0, 0, 8)
-            } else if !opcode.has_payload() {
+            } else if !opcode.has_payload() || void {
                 (0, 0, msg_len)
             } else {
                 let offset = offset / 2;
@@ -96,6 +97,7 @@ fn reencode(p: &Packet<'_>) -> Option<Vec<u8>> {
         }
         Packet::Ack(a) => encode_ack(a, &mut buf).ok()?,
         Packet::Nak(k) => encode_nak(k, &mut buf).ok()?,
+        Packet::Hello(h) => encode_hello(h, &mut buf).ok()?,
     };
     buf.truncate(n);
     Some(buf)

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use metaroce_transport::wire::{decode, encode_ack, encode_data, encode_nak, Packet};
+use metaroce_transport::wire::{decode, encode_ack, encode_data, encode_hello, encode_nak, Packet};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(p) = decode(data) else {
@@ -27,6 +27,10 @@ fuzz_target!(|data: &[u8]| {
         }
         Packet::Nak(k) => {
             let n = encode_nak(&k, &mut buf).expect("nak encodes");
+            buf[..n].to_vec()
+        }
+        Packet::Hello(h) => {
+            let n = encode_hello(&h, &mut buf).expect("hello encodes");
             buf[..n].to_vec()
         }
     };

@@ -122,6 +122,8 @@ pub struct Host {
     pub delivered: BTreeMap<u32, Vec<u32>>,
     pub errors: Vec<String>,
     pub reject_stream: Option<u32>,
+    /// Void packets (of cancelled messages) received.
+    pub voids: u64,
 }
 
 impl Host {
@@ -137,6 +139,7 @@ impl Host {
             delivered: BTreeMap::new(),
             errors: vec![],
             reject_stream: None,
+            voids: 0,
         }
     }
 
@@ -210,6 +213,7 @@ impl Host {
                     self.conn.set_progress(h.stream, msn.wrapping_add(1));
                 }
             }
+            Ok(Received::Void) => self.voids += 1,
             Ok(_) => {}
             Err(e) => self.errors.push(format!("receive: {e:?}")),
         }

@@ -307,7 +307,7 @@ impl Endpoint for MetaRoceHost {
                     _ => self.errors += 1,
                 }
             }
-            Ok(Received::Duplicate | Received::Control) => {}
+            Ok(Received::Duplicate | Received::Control | Received::Void) => {}
             Err(_) => self.errors += 1,
         }
         if let Some(p) = self.peers.get_mut(&src) {
