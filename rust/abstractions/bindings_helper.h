@@ -6,6 +6,7 @@
  */
 #include <linux/netdevice.h>
 #include <linux/notifier.h>
+#include <linux/random.h>
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>

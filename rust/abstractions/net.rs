@@ -352,6 +352,12 @@ pub(crate) fn now_ns() -> u64 {
     unsafe { bindings::mr_ktime_get_ns() }
 }
 
+/// A random number (the kernel's CRNG).
+pub(crate) fn random_u32() -> u32 {
+    // SAFETY: No preconditions; callable from any context.
+    unsafe { bindings::get_random_u32() }
+}
+
 /// Called when a [`Timer`] expires, in softirq context.
 pub(crate) trait TimerHandler: Send + Sync + 'static {
     /// `timer` expired (it may be started again from here).

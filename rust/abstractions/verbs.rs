@@ -165,6 +165,8 @@ pub(crate) enum WcStatus {
     RemInvReqErr,
     /// The remote side could not perform the operation.
     RemOpErr,
+    /// The peer stopped answering or came back as a new incarnation.
+    RetryExcErr,
 }
 
 /// A work completion.
@@ -1137,6 +1139,7 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
         WcStatus::RemAccessErr => bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR,
         WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
         WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
+        WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
     };
     w.opcode = match c.opcode {
         WcOpcode::Send => bindings::ib_wc_opcode_IB_WC_SEND,

@@ -3,18 +3,22 @@
 //! Verbs objects of a MetaRoCE device and the data path that runs the
 //! transport core under them. Safe Rust only.
 //!
-//! Mapping (Documentation/verbs.md): each RC queue pair owns one transport
-//! connection to its peer QP, identified on the wire by the receiver's QP
-//! number; the QP's messages are stream 0 of that connection; the connection
-//! sprays them over `PATHS` paths (UDP source ports).
+//! Mapping (Documentation/verbs.md): a device keeps one transport connection
+//! per peer host (`Peer`), for as long as it lives, and every RC queue pair
+//! to that host is a pair of streams on it: its requests travel on stream
+//! `2 * receiver's QPN`, the answers to them (Read data, atomic results) on
+//! `2 * requester's QPN + 1`. The connection sprays all of them over `paths()`
+//! paths (UDP source ports) under one congestion controller. Before data
+//! flows, the two ends name their incarnation of the connection with a hello
+//! exchange (`transport::handshake`).
 //!
 //! Contexts: `post_send`/`post_recv`/verbs calls run in process context; the
-//! receive callback and the retransmission timer run in softirq. Every piece
-//! of state they share sits behind a `spin_lock_bh` lock. Lock order: QP, then
-//! memory-region table, then CQ.
+//! receive callback and the peer's timer run in softirq. Every piece of state
+//! they share sits behind a `spin_lock_bh` lock. Lock order: peer, then QP,
+//! then memory-region table, then CQ.
 
 use crate::abstractions::{
-    net::{now_ns, NetPort, RxPacket, Timer, TimerHandler, UdpHandler},
+    net::{now_ns, random_u32, NetPort, RxPacket, Timer, TimerHandler, UdpHandler},
     sync::SpinLockBh,
     verbs::{
         copy_from_user, Access, CqEvents, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpQuery,
@@ -23,10 +27,11 @@ use crate::abstractions::{
 };
 use crate::new_spinlock_bh;
 use crate::transport::{
-    conn::{Config, Connection, Message, Received},
+    conn::{Config, Connection, Message, Received, PORT_BASE},
     framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
+    handshake::Handshake,
     stream::{RecvStream, StreamError, MAX_OUTSTANDING},
-    wire::{Atomic, DataHeader, NakCode, Opcode, Remote},
+    wire::{self, Atomic, DataHeader, NakCode, Opcode, Packet, PacketType, Remote},
 };
 use kernel::{
     alloc::KVec,
@@ -40,6 +45,8 @@ use kernel::{
 /// The most paths (UDP source ports) a connection can have.
 pub(crate) const PATHS: usize = 8;
 
+type Conn = Connection<PATHS>;
+
 /// The paths of new connections: the `paths` module parameter, within 1..=PATHS.
 pub(crate) fn paths() -> u16 {
     (*crate::module_parameters::paths.value()).clamp(1, PATHS as u32) as u16
@@ -51,18 +58,36 @@ pub(crate) const MAX_CQE: u32 = 65536;
 pub(crate) const MAX_INLINE: u32 = 256;
 pub(crate) const MAX_SGE: u32 = crate::abstractions::verbs::MAX_SGE as u32;
 
+/// Peer hosts a device keeps connections to.
+const MAX_PEERS: usize = 256;
+
+/// Hellos are repeated until the handshake completes, the gap doubling from
+/// the first to the last (nanoseconds).
+const HELLO_FIRST_NS: u64 = 1_000_000;
+const HELLO_MAX_NS: u64 = 128_000_000;
+
 /// The first QP number handed out (0 and 1 are the special QPs).
 const FIRST_QPN: u32 = 0x11;
 
 /// The next QP number, module-wide: devices in one namespace share a UDP
-/// port, and an arriving packet is routed by the QP number it names.
+/// port, and a QP number names one queue pair on the host.
 static NEXT_QPN: KAtomic<u32> = KAtomic::new(0);
 
 fn alloc_qpn() -> u32 {
     FIRST_QPN + NEXT_QPN.fetch_add(1, Relaxed) % (0x100_0000 - FIRST_QPN)
 }
 
-static EMPTY_CONN: Connection<PATHS> = Connection::EMPTY;
+static EMPTY_CONN: Conn = Connection::EMPTY;
+
+/// The stream of the requests to queue pair `qpn`.
+const fn requests(qpn: u32) -> u32 {
+    qpn << 1
+}
+
+/// The stream of the answers (Read data, atomic results) to queue pair `qpn`.
+const fn responses(qpn: u32) -> u32 {
+    (qpn << 1) | 1
+}
 
 /// State shared by a device's objects and its receive path.
 pub(crate) struct Shared {
@@ -73,7 +98,7 @@ pub(crate) struct Shared {
 
 struct Tables {
     mrs: KVec<Option<MrEntry>>,
-    qps: KVec<Arc<QpNode>>,
+    peers: KVec<Arc<PeerNode>>,
     next_pd: u32,
     key_gen: u8,
 }
@@ -133,7 +158,7 @@ impl Shared {
                     new_spinlock_bh!(
                         Tables {
                             mrs: KVec::new(),
-                            qps: KVec::new(),
+                            peers: KVec::new(),
                             next_pd: 1,
                             key_gen: 0,
                         },
@@ -151,11 +176,21 @@ impl Shared {
         *self.port.lock() = Some(port);
     }
 
-    /// Leaves the namespace's port (the device is going away).
+    /// Leaves the namespace's port and drops the peer connections (the
+    /// device is going away; its queue pairs are gone).
     pub(crate) fn close(self: &Arc<Self>) {
         let port = self.port.lock().take();
         if let Some(p) = port {
             p.detach(self);
+        }
+        let peers = core::mem::take(&mut self.tables.lock().peers);
+        for p in peers.iter() {
+            {
+                let mut ps = p.st.lock();
+                ps.dead = true;
+                ps.streams.clear();
+            }
+            p.cancel();
         }
     }
 
@@ -212,29 +247,84 @@ impl Shared {
         }
     }
 
-    /// The QP number a packet names (bytes 4..8: the receiver's connection
-    /// id, which is the receiving QP's number).
-    fn qpn_of(pkt: &RxPacket<'_>) -> Option<u32> {
-        let id = pkt.payload.get(4..8)?;
-        Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
+    fn find_peer(&self, ip: [u8; 4]) -> Option<Arc<PeerNode>> {
+        self.tables.lock().peers.iter().find(|p| p.ip == ip).cloned()
     }
+
+    /// The connection to host `ip`, set up (and its first hello sent) if
+    /// there is none yet. Process context.
+    fn peer(self: &Arc<Self>, ip: [u8; 4], mtu: u32) -> Result<Arc<PeerNode>> {
+        if let Some(p) = self.find_peer(ip) {
+            return Ok(p);
+        }
+        let hs = Handshake::new(random_u32());
+        let mut conn = KBox::new(EMPTY_CONN, GFP_KERNEL)?;
+        conn.configure(conn_config(&hs, ip, mtu));
+        let node = Arc::pin_init(
+            Timer::new(Peer {
+                ip,
+                dev: self.clone(),
+                epoch: KAtomic::new(hs.epoch()),
+                st: KBox::pin_init(
+                    new_spinlock_bh!(
+                        PeerInner {
+                            conn,
+                            hs,
+                            streams: KVec::new(),
+                            next_hello: 0,
+                            hello_gap: HELLO_FIRST_NS,
+                            rr: 0,
+                            dead: false,
+                        },
+                        "metaroce_peer"
+                    ),
+                    GFP_KERNEL,
+                )?,
+            }),
+            GFP_KERNEL,
+        )?;
+        {
+            let mut t = self.tables.lock();
+            if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
+                return Ok(p.clone());
+            }
+            if t.peers.len() >= MAX_PEERS {
+                return Err(ENOSPC);
+            }
+            t.peers.push(node.clone(), GFP_ATOMIC)?;
+        }
+        node.pump(&node, &mut node.st.lock());
+        Ok(node)
+    }
+}
+
+/// The connection's setup for handshake state `hs` with host `ip`.
+fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
+    let mut cfg = Config::new(hs.epoch(), hs.remote(), paths(), mtu.clamp(256, 4096) as u16);
+    cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
+    cfg.reorder_window = 32;
+    cfg.ack_delay_ns = 0;
+    cfg
 }
 
 impl UdpHandler for Shared {
     fn owns(&self, pkt: &RxPacket<'_>) -> bool {
-        Self::qpn_of(pkt).is_some_and(|qpn| self.tables.lock().qps.iter().any(|q| q.qpn == qpn))
+        let (Some(&b0), Some(id)) = (pkt.payload.first(), pkt.payload.get(4..8)) else {
+            return false;
+        };
+        let conn = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+        let hello = b0 & 0x0f == PacketType::Hello as u8;
+        self.tables
+            .lock()
+            .peers
+            .iter()
+            .any(|p| p.ip == pkt.saddr && (hello || p.epoch.load(Relaxed) == conn))
     }
 
     fn receive(&self, pkt: &RxPacket<'_>) {
-        let Some(qpn) = Self::qpn_of(pkt) else { return };
-        let node = {
-            let t = self.tables.lock();
-            match t.qps.iter().find(|q| q.qpn == qpn) {
-                Some(q) => q.clone(),
-                None => return,
-            }
-        };
-        node.receive(pkt);
+        if let Some(p) = self.find_peer(pkt.saddr) {
+            p.receive(&p, pkt);
+        }
     }
 }
 
@@ -364,12 +454,49 @@ pub(crate) struct Mr {
     pub(crate) dev: Arc<Shared>,
 }
 
-/// A queue pair.
-pub(crate) struct Qp {
-    node: Arc<QpNode>,
+/// The connection to one peer host, with its timer.
+type PeerNode = Timer<Peer>;
+
+pub(crate) struct Peer {
+    ip: [u8; 4],
+    dev: Arc<Shared>,
+    /// Our epoch (the connection id we receive on), readable without the
+    /// lock by the port's dispatch.
+    epoch: KAtomic<u32>,
+    st: Pin<KBox<SpinLockBh<PeerInner>>>,
 }
 
-type QpNode = Timer<QpShared>;
+/// A queue pair attached to a peer: its number and its peer QP's, which
+/// name its streams.
+struct Stream {
+    qpn: u32,
+    dest: u32,
+    qp: Arc<QpShared>,
+}
+
+struct PeerInner {
+    conn: KBox<Conn>,
+    hs: Handshake,
+    streams: KVec<Stream>,
+    /// When the next hello is due while the handshake is incomplete.
+    next_hello: u64,
+    hello_gap: u64,
+    /// The stream served first by the next pump (round robin).
+    rr: usize,
+    dead: bool,
+}
+
+impl PeerInner {
+    /// The local QP whose peer QP is `dest` (it sends on `dest`'s streams).
+    fn by_dest(&self, dest: u32) -> Option<Arc<QpShared>> {
+        self.streams.iter().find(|s| s.dest == dest).map(|s| s.qp.clone())
+    }
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    node: Arc<QpShared>,
+}
 
 pub(crate) struct QpShared {
     qpn: u32,
@@ -413,11 +540,6 @@ impl SqEntry {
     }
 }
 
-/// The stream of a QP's requests, and the stream its responder's answers
-/// (Read data, atomic results) travel on, in the other direction.
-const REQUESTS: u32 = 0;
-const RESPONSES: u32 = 1;
-
 #[derive(Clone, Copy, Default)]
 struct RxMsg {
     used: bool,
@@ -452,7 +574,8 @@ struct QpInner {
     retry_cnt: u8,
     rnr_retry: u8,
     min_rnr_timer: u8,
-    conn: Option<KBox<Connection<PATHS>>>,
+    /// The connection to the peer host, from RTR until reset or destroy.
+    peer: Option<Arc<PeerNode>>,
     sq: KVec<SqEntry>,
     next_msn: u32,
     next_rsn: u32,
@@ -468,7 +591,7 @@ struct QpInner {
     owed: KVec<RespEntry>,
     next_owed: u32,
     /// A receive that failed on arrival (index in `rq`): it completes with
-    /// this status and the QP moves to the error state once the NAK is out.
+    /// this status and the QP moves to the error state.
     fatal: Option<(usize, WcStatus)>,
     dead: bool,
 }
@@ -491,6 +614,197 @@ fn wc_opcode(op: &SendOp) -> WcOpcode {
     }
 }
 
+impl Peer {
+    /// Sends our hello now.
+    fn hello(&self, ps: &PeerInner) {
+        let mut buf = [0u8; 32];
+        if let Ok(n) = ps.hs.hello(&mut buf) {
+            if let Some(h) = buf.get(..n) {
+                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
+            }
+        }
+    }
+
+    /// Sends what the connection has to send, reports what completed and
+    /// arms the timer. Called with the peer lock held (no QP lock).
+    fn pump(&self, timer: &PeerNode, ps: &mut PeerInner) {
+        if ps.dead {
+            return;
+        }
+        let now = now_ns();
+        let mut next = None;
+        if ps.hs.ready() {
+            // A second round when completions made room for queued requests.
+            for _ in 0..2 {
+                if !self.pump_once(ps) {
+                    break;
+                }
+            }
+            next = ps.conn.next_timeout();
+        } else {
+            if now >= ps.next_hello {
+                self.hello(ps);
+                ps.next_hello = now + ps.hello_gap;
+                ps.hello_gap = (ps.hello_gap * 2).min(HELLO_MAX_NS);
+            }
+            next = next.or(Some(ps.next_hello));
+        }
+        if let Some(at) = next {
+            timer.start(at.saturating_sub(now_ns()).max(1_000));
+        }
+    }
+
+    /// One round of `pump`; returns whether another may post more.
+    fn pump_once(&self, ps: &mut PeerInner) -> bool {
+        let PeerInner { conn, hs, streams, rr, .. } = ps;
+        let n = streams.len();
+        // Every stream may post; the first to do so rotates, so that one
+        // queue pair cannot keep the connection's message slots to itself.
+        for k in 0..n {
+            if let Some(s) = streams.get((*rr + k) % n) {
+                let mut st = s.qp.st.lock();
+                if QpShared::post_responses(&mut st, conn) | QpShared::post_queued(&mut st, conn) {
+                    hs.mark_used();
+                }
+            }
+        }
+        *rr = rr.wrapping_add(1);
+        let mut now = now_ns();
+        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+        let tables = &self.dev.tables;
+        // Bounds the due-deadline rounds, should one not move its deadline.
+        let mut rounds = 0;
+        loop {
+            if let Some(t) = ps.conn.poll_transmit(now, &mut hdr) {
+                let Some(h) = hdr.get(..t.len) else { break };
+                let Some(seg) = t.payload else {
+                    self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()));
+                    continue;
+                };
+                // The packet's stream names the peer's QP; ours is its peer.
+                let Some(qp) = ps.by_dest(seg.stream >> 1) else { continue };
+                let st = qp.st.lock();
+                let pd = qp.pd;
+                if seg.stream & 1 == 1 {
+                    let Some(o) = st.owed.iter().find(|o| o.msn == seg.msn) else { continue };
+                    self.dev.send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                        gather_response(o, pd, &tables.lock(), seg.offset, buf)
+                    });
+                    continue;
+                }
+                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
+                self.dev.send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                    gather(e, pd, &tables.lock(), seg.offset, buf)
+                });
+                continue;
+            }
+            // Deadlines already due (an ACK owed now, a pacing slot) are
+            // handled here: the kernel's timers may be as coarse as a jiffy.
+            match ps.conn.next_timeout() {
+                Some(at) if at <= now && rounds < 64 => {
+                    rounds += 1;
+                    ps.conn.on_timeout(now);
+                    now = now_ns();
+                }
+                _ => break,
+            }
+        }
+        // Completions, in order per stream.
+        while let Some(c) = ps.conn.poll_event() {
+            let Some(qp) = ps.by_dest(c.stream >> 1) else { continue };
+            let mut st = qp.st.lock();
+            if c.stream & 1 == 1 {
+                st.owed.retain(|o| o.msn != c.msn);
+            } else if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
+                e.done = Some(c.error);
+            }
+        }
+        let mut more = false;
+        for s in ps.streams.iter() {
+            let mut st = s.qp.st.lock();
+            more |= s.qp.reap(&mut st, &mut ps.conn);
+        }
+        more
+    }
+
+    /// Handles one datagram from the peer (softirq).
+    fn receive(&self, timer: &PeerNode, pkt: &RxPacket<'_>) {
+        let mut ps = self.st.lock();
+        if ps.dead {
+            return;
+        }
+        if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
+            self.on_hello(&mut ps, h.epoch, h.common.conn);
+            self.pump(timer, &mut ps);
+            return;
+        }
+        let ps = &mut *ps;
+        let r = ps.conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
+        if r.is_ok() {
+            // It named our epoch: the peer knows it.
+            ps.hs.on_traffic();
+        }
+        if let Ok(Received::Data(..) | Received::Void) = r {
+            ps.hs.mark_used();
+        }
+        if let Ok(Received::Data(h, bytes)) = r {
+            let verdict = match ps.streams.iter().find(|s| s.qpn == h.stream >> 1) {
+                Some(s) => {
+                    let mut st = s.qp.st.lock();
+                    s.qp.on_data(&mut st, &mut ps.conn, &h, bytes)
+                }
+                // No such queue pair (any more) on this host.
+                None => Err(NakCode::InvalidRequest),
+            };
+            if let Err(code) = verdict {
+                ps.conn.reject(h.common.path, h.stream, h.msn, code);
+            }
+        }
+        self.pump(timer, ps);
+    }
+
+    /// Handles a hello: adopts the peer's epoch; if the peer is a new
+    /// incarnation and data flowed with the old one, fails every queue pair
+    /// to it and starts the connection again under our next epoch.
+    fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32) {
+        let v = ps.hs.on_hello(from, to);
+        if v.reset {
+            pr_info!(
+                "peer {}.{}.{}.{} restarted: its queue pairs fail\n",
+                self.ip[0], self.ip[1], self.ip[2], self.ip[3]
+            );
+            let PeerInner { conn, streams, .. } = ps;
+            for s in streams.iter() {
+                let mut st = s.qp.st.lock();
+                s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                s.qp.to_error(&mut st, conn);
+            }
+            let mtu = u32::from(ps.conn.config().max_payload);
+            *ps.conn = EMPTY_CONN;
+            ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
+            self.epoch.store(ps.hs.epoch(), Relaxed);
+            ps.hello_gap = HELLO_FIRST_NS;
+        } else if ps.conn.config().remote_id != ps.hs.remote() {
+            ps.conn.set_remote_id(ps.hs.remote());
+        }
+        if v.reply {
+            self.hello(ps);
+            ps.next_hello = now_ns() + ps.hello_gap;
+        }
+    }
+}
+
+impl TimerHandler for Peer {
+    fn expired(node: &PeerNode) {
+        let mut ps = node.st.lock();
+        if ps.dead {
+            return;
+        }
+        ps.conn.on_timeout(now_ns());
+        node.pump(node, &mut ps);
+    }
+}
+
 impl QpShared {
     fn wc(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32, imm: Option<u32>, src_qp: u32) -> Wc {
         Wc {
@@ -504,10 +818,21 @@ impl QpShared {
         }
     }
 
-    /// Moves to the error state: every outstanding request completes flushed.
-    /// The connection stays: it still acknowledges what arrives (refusing
-    /// it), so the peer's requests complete, in error, instead of hanging.
-    fn to_error(&self, st: &mut QpInner) {
+    /// Moves to the error state: every outstanding request completes flushed
+    /// and the connection stops sending for this QP. Its streams stay
+    /// attached: what the peer still sends is refused, so the peer's requests
+    /// complete, in error, instead of hanging.
+    fn to_error(&self, st: &mut QpInner, conn: &mut Conn) {
+        if st.peer.is_some() {
+            conn.cancel_stream(requests(st.dest_qp), NakCode::RemoteOperation);
+            conn.cancel_stream(responses(st.dest_qp), NakCode::RemoteOperation);
+        }
+        self.flush(st);
+    }
+
+    /// The error state without a connection (not attached, or the caller
+    /// cancels the streams).
+    fn flush(&self, st: &mut QpInner) {
         st.state = QpState::Err;
         st.owed.clear();
         for e in st.sq.drain_all() {
@@ -520,85 +845,37 @@ impl QpShared {
         }
     }
 
-    /// Sends what the connection has to send, reports what completed and arms
-    /// the timer. Called with the QP lock held.
-    fn pump(&self, timer: &Timer<QpShared>, st: &mut QpInner) {
-        // A second round when completions made room for queued requests.
-        for _ in 0..2 {
-            if !self.pump_once(st) {
-                break;
-            }
-        }
-        if st.state == QpState::Err {
+    /// Completes the oldest outstanding request with `status` (the others
+    /// are flushed by `to_error`).
+    fn fail_first(&self, st: &mut QpInner, status: WcStatus) {
+        if st.sq.is_empty() {
             return;
         }
-        if let Some(at) = st.conn.as_ref().and_then(|c| c.next_timeout()) {
-            timer.start(at.saturating_sub(now_ns()).max(1_000));
+        if let Ok(e) = st.sq.remove(0) {
+            self.scq.push(self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), 0, None, st.dest_qp), false);
         }
     }
 
-    /// Hands queued requests to the connection, in order, while it takes them.
-    fn post_queued(st: &mut QpInner) {
-        let QpInner { sq, conn, .. } = st;
-        let Some(conn) = conn.as_mut() else { return };
-        for e in sq.iter_mut().filter(|e| !e.posted) {
+    /// Hands queued requests to the connection, in order, while it takes
+    /// them; returns whether it took any.
+    fn post_queued(st: &mut QpInner, conn: &mut Conn) -> bool {
+        if !matches!(st.state, QpState::Rts | QpState::Sqd) {
+            return false;
+        }
+        let mut any = false;
+        for e in st.sq.iter_mut().filter(|e| !e.posted) {
             if conn.post(e.msg).is_err() {
                 break;
             }
             e.posted = true;
+            any = true;
         }
+        any
     }
 
-    /// One round of `pump`; returns whether another may post more.
-    fn pump_once(&self, st: &mut QpInner) -> bool {
-        self.post_responses(st);
-        Self::post_queued(st);
-        let mut now = now_ns();
-        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-        let tables = &self.dev.tables;
-        // Bounds the due-deadline rounds, should one not move its deadline.
-        let mut rounds = 0;
-        loop {
-            let Some(conn) = st.conn.as_mut() else { break };
-            if let Some(t) = conn.poll_transmit(now, &mut hdr) {
-                let Some(h) = hdr.get(..t.len) else { break };
-                let Some(seg) = t.payload else {
-                    self.dev.send(st.dest_ip, t.sport, h, 0, |_| Ok(()));
-                    continue;
-                };
-                let pd = self.pd;
-                if seg.stream == RESPONSES {
-                    let Some(o) = st.owed.iter().find(|o| o.msn == seg.msn) else { continue };
-                    self.dev.send(st.dest_ip, t.sport, h, usize::from(seg.len), |buf| {
-                        gather_response(o, pd, &tables.lock(), seg.offset, buf)
-                    });
-                    continue;
-                }
-                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
-                self.dev.send(st.dest_ip, t.sport, h, usize::from(seg.len), |buf| {
-                    gather(e, pd, &tables.lock(), seg.offset, buf)
-                });
-                continue;
-            }
-            // Deadlines already due (an ACK owed now, a pacing slot) are
-            // handled here: the kernel's timers may be as coarse as a jiffy.
-            match conn.next_timeout() {
-                Some(at) if at <= now && rounds < 64 => {
-                    rounds += 1;
-                    conn.on_timeout(now);
-                    now = now_ns();
-                }
-                _ => break,
-            }
-        }
-        // Completions, in order.
-        while let Some(c) = st.conn.as_mut().and_then(|c| c.poll_event()) {
-            if c.stream == RESPONSES {
-                st.owed.retain(|o| o.msn != c.msn);
-            } else if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
-                e.done = Some(c.error);
-            }
-        }
+    /// Reports the requests that are over, in order; returns whether some
+    /// were and more wait to be posted.
+    fn reap(&self, st: &mut QpInner, conn: &mut Conn) -> bool {
         let mut failed = false;
         let mut reaped = false;
         while let Some(first) = st.sq.first() {
@@ -617,18 +894,43 @@ impl QpShared {
             }
         }
         if failed {
-            self.to_error(st);
+            self.to_error(st, conn);
             return false;
         }
         reaped && st.sq.iter().any(|e| !e.posted)
     }
 
-    /// Places one arriving data packet; `Err` names the NAK to send.
-    fn place(&self, st: &mut QpInner, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
-        if h.stream == RESPONSES {
-            return self.place_response(st, h, bytes);
+    /// An arriving data packet for this QP: places it and releases what
+    /// completed; `Err` names the NAK to send.
+    fn on_data(&self, st: &mut QpInner, conn: &mut Conn, h: &DataHeader, bytes: &[u8]) -> Result<(), NakCode> {
+        if st.dead || st.peer.is_none() {
+            return Err(NakCode::InvalidRequest);
         }
-        if h.stream != REQUESTS {
+        if !matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            // In the error state nothing is placed: every request fails.
+            return Err(NakCode::RemoteOperation);
+        }
+        let placed = self.place(st, conn, h, bytes);
+        if placed.is_ok() {
+            self.complete_receives(st, conn);
+        }
+        if let Some((d, status)) = st.fatal.take() {
+            if d < st.rq.len() {
+                if let Ok(r) = st.rq.remove(d) {
+                    self.rcq.push(self.wc(r.wr_id, status, WcOpcode::Recv, 0, None, st.dest_qp), false);
+                }
+            }
+            self.to_error(st, conn);
+        }
+        placed.map(|_| ())
+    }
+
+    /// Places one arriving data packet; `Err` names the NAK to send.
+    fn place(&self, st: &mut QpInner, conn: &mut Conn, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+        if h.stream == responses(self.qpn) {
+            return self.place_response(st, conn, h, bytes);
+        }
+        if h.stream != requests(self.qpn) {
             return Err(NakCode::InvalidRequest);
         }
         let idx = (h.msn % MAX_OUTSTANDING) as usize;
@@ -699,7 +1001,7 @@ impl QpShared {
     }
 
     /// Places Read data or an atomic's result into the request's buffers.
-    fn place_response(&self, st: &mut QpInner, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
+    fn place_response(&self, st: &mut QpInner, conn: &mut Conn, h: &DataHeader, bytes: &[u8]) -> Result<bool, NakCode> {
         if h.opcode != Opcode::ReadResp {
             return Err(NakCode::InvalidRequest);
         }
@@ -726,10 +1028,7 @@ impl QpShared {
                 e.resp_done = true;
             }
         }
-        let next = st.resp_stream.progress();
-        if let Some(c) = st.conn.as_mut() {
-            c.set_progress(RESPONSES, next);
-        }
+        conn.set_progress(h.stream, st.resp_stream.progress());
         Ok(true)
     }
 
@@ -758,13 +1057,14 @@ impl QpShared {
     }
 
     /// Posts the responses owed that the connection can take now.
-    fn post_responses(&self, st: &mut QpInner) {
-        let QpInner { owed, conn, .. } = st;
-        let Some(conn) = conn.as_mut() else { return };
-        for o in owed.iter_mut().filter(|o| !o.posted) {
+    /// Returns whether the connection took any.
+    fn post_responses(st: &mut QpInner, conn: &mut Conn) -> bool {
+        let stream = responses(st.dest_qp);
+        let mut any = false;
+        for o in st.owed.iter_mut().filter(|o| !o.posted) {
             let msg = Message {
                 opcode: Opcode::ReadResp,
-                stream: RESPONSES,
+                stream,
                 msn: o.msn,
                 rsn: 0,
                 len: o.len,
@@ -776,11 +1076,13 @@ impl QpShared {
                 break;
             }
             o.posted = true;
+            any = true;
         }
+        any
     }
 
     /// Releases the receive completions of messages complete in order.
-    fn complete_receives(&self, st: &mut QpInner) {
+    fn complete_receives(&self, st: &mut QpInner, conn: &mut Conn) {
         let mut progressed = false;
         while let Some(msn) = st.rstream.pop_completed() {
             progressed = true;
@@ -831,12 +1133,382 @@ impl QpShared {
             self.rcq.push(self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp), true);
         }
         if progressed {
-            let next = st.rstream.progress();
-            if let Some(c) = st.conn.as_mut() {
-                c.set_progress(REQUESTS, next);
-            }
-            self.post_responses(st);
+            conn.set_progress(requests(self.qpn), st.rstream.progress());
+            // Posted responses are sent by the pump that follows.
+            let _ = Self::post_responses(st, conn);
         }
+    }
+}
+
+impl Qp {
+    pub(crate) fn create(dev: &Arc<Shared>, req: &mut QpCreate<'_, super::device::MrDevice>) -> Result<(Self, u32)> {
+        if !req.rc {
+            return Err(ENOTSUPP);
+        }
+        let c = &mut req.caps;
+        if c.max_send_wr > MAX_QP_WR || c.max_recv_wr > MAX_QP_WR || c.max_send_sge > MAX_SGE
+            || c.max_recv_sge > MAX_SGE || c.max_inline_data > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        c.max_send_wr = c.max_send_wr.max(1);
+        c.max_recv_wr = c.max_recv_wr.max(1);
+        c.max_send_sge = MAX_SGE;
+        c.max_recv_sge = MAX_SGE;
+        c.max_inline_data = MAX_INLINE;
+        let qpn = alloc_qpn();
+        let node = Arc::new(
+            QpShared {
+                qpn,
+                id: req.id,
+                pd: req.pd.id,
+                user: req.user,
+                sig_all: req.sig_all,
+                caps: *c,
+                dev: dev.clone(),
+                scq: req.send_cq.inner.clone(),
+                rcq: req.recv_cq.inner.clone(),
+                st: KBox::pin_init(
+                    new_spinlock_bh!(
+                        QpInner {
+                            state: QpState::Reset,
+                            access: Access(0),
+                            mtu: 1024,
+                            dest_qp: 0,
+                            rq_psn: 0,
+                            sq_psn: 0,
+                            dest_ip: [0; 4],
+                            max_rd_atomic: 0,
+                            max_dest_rd_atomic: 0,
+                            timeout: 0,
+                            retry_cnt: 0,
+                            rnr_retry: 0,
+                            min_rnr_timer: 0,
+                            peer: None,
+                            sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?,
+                            next_msn: 0,
+                            next_rsn: 0,
+                            rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL)?,
+                            rq_base: 0,
+                            rstream: RecvStream::new(0),
+                            rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
+                            next_resp: 0,
+                            resp_stream: RecvStream::new(0),
+                            owed: KVec::new(),
+                            next_owed: 0,
+                            fatal: None,
+                            dead: false,
+                        },
+                        "metaroce_qp"
+                    ),
+                    GFP_KERNEL,
+                )?,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok((Self { node }, qpn))
+    }
+
+    /// The QP's peer connection, if attached.
+    fn peer(&self) -> Option<Arc<PeerNode>> {
+        self.node.st.lock().peer.clone()
+    }
+
+    /// Joins the connection to the peer host as a pair of streams (RTR).
+    fn attach(&self) -> Result {
+        let n = &self.node;
+        let (ip, dest, mtu) = {
+            let st = n.st.lock();
+            if st.peer.is_some() {
+                return Ok(());
+            }
+            (st.dest_ip, st.dest_qp, st.mtu)
+        };
+        let peer = n.dev.peer(ip, mtu)?;
+        let mut ps = peer.st.lock();
+        // One local QP per peer QP: the streams are named by the peer's QP
+        // number. A stream whose last messages still drain (the QP was reset
+        // just now) cannot start again yet.
+        if ps.dead || ps.streams.iter().any(|s| s.dest == dest) {
+            return Err(EBUSY);
+        }
+        if ps.conn.stream_busy(requests(dest)) || ps.conn.stream_busy(responses(dest)) {
+            return Err(EBUSY);
+        }
+        ps.streams.push(
+            Stream {
+                qpn: n.qpn,
+                dest,
+                qp: n.clone(),
+            },
+            GFP_ATOMIC,
+        )?;
+        n.st.lock().peer = Some(peer.clone());
+        Ok(())
+    }
+
+    /// Leaves the peer connection: what the QP still had there is cancelled.
+    fn detach(&self) {
+        let n = &self.node;
+        let Some(peer) = n.st.lock().peer.take() else { return };
+        let mut ps = peer.st.lock();
+        let dest = n.st.lock().dest_qp;
+        ps.streams.retain(|s| s.qpn != n.qpn);
+        ps.conn.cancel_stream(requests(dest), NakCode::RemoteOperation);
+        ps.conn.cancel_stream(responses(dest), NakCode::RemoteOperation);
+        peer.pump(&peer, &mut ps);
+    }
+
+    pub(crate) fn modify(&self, m: &QpModify) -> Result {
+        if m.dest_unsupported {
+            return Err(EINVAL);
+        }
+        let n = &self.node;
+        {
+            let mut st = n.st.lock();
+            if let Some(a) = m.access {
+                st.access = a;
+            }
+            if let Some(v) = m.path_mtu {
+                st.mtu = v;
+            }
+            if let Some(v) = m.rq_psn {
+                st.rq_psn = v;
+            }
+            if let Some(v) = m.sq_psn {
+                st.sq_psn = v;
+            }
+            // The peer is fixed while attached.
+            if st.peer.is_none() {
+                if let Some(v) = m.dest_qp {
+                    st.dest_qp = v;
+                }
+                if let Some(v) = m.dest_ip4 {
+                    st.dest_ip = v;
+                }
+            }
+            if let Some(v) = m.max_rd_atomic {
+                st.max_rd_atomic = v;
+            }
+            if let Some(v) = m.max_dest_rd_atomic {
+                st.max_dest_rd_atomic = v;
+            }
+            if let Some(v) = m.timeout {
+                st.timeout = v;
+            }
+            if let Some(v) = m.retry_cnt {
+                st.retry_cnt = v;
+            }
+            if let Some(v) = m.rnr_retry {
+                st.rnr_retry = v;
+            }
+            if let Some(v) = m.min_rnr_timer {
+                st.min_rnr_timer = v;
+            }
+        }
+        let Some(new) = m.state else { return Ok(()) };
+        match new {
+            QpState::Rtr => self.attach()?,
+            QpState::Err => match self.peer() {
+                Some(peer) => {
+                    let mut ps = peer.st.lock();
+                    let mut st = n.st.lock();
+                    n.to_error(&mut st, &mut ps.conn);
+                }
+                None => n.flush(&mut n.st.lock()),
+            },
+            QpState::Reset => {
+                self.detach();
+                let mut st = n.st.lock();
+                st.sq.clear();
+                st.rq.clear();
+                st.next_msn = 0;
+                st.next_rsn = 0;
+                st.rq_base = 0;
+                st.rstream = RecvStream::new(0);
+                st.rx = [RxMsg::default(); MAX_OUTSTANDING as usize];
+                st.next_resp = 0;
+                st.resp_stream = RecvStream::new(0);
+                st.owed.clear();
+                st.next_owed = 0;
+            }
+            _ => {}
+        }
+        let peer = {
+            let mut st = n.st.lock();
+            st.state = new;
+            st.peer.clone()
+        };
+        // RTS: requests posted before may go now.
+        if let Some(p) = peer {
+            p.pump(&p, &mut p.st.lock());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn query(&self) -> QpQuery {
+        let n = &self.node;
+        let st = n.st.lock();
+        QpQuery {
+            state: st.state,
+            access: st.access,
+            path_mtu: st.mtu,
+            dest_qp: st.dest_qp,
+            rq_psn: st.rq_psn,
+            sq_psn: st.sq_psn,
+            caps: n.caps,
+            max_rd_atomic: st.max_rd_atomic,
+            max_dest_rd_atomic: st.max_dest_rd_atomic,
+            timeout: st.timeout,
+            retry_cnt: st.retry_cnt,
+            rnr_retry: st.rnr_retry,
+            min_rnr_timer: st.min_rnr_timer,
+        }
+    }
+
+    pub(crate) fn destroy(&self) {
+        let n = &self.node;
+        self.detach();
+        {
+            let mut st = n.st.lock();
+            st.dead = true;
+            st.sq.clear();
+            st.owed.clear();
+        }
+        n.scq.purge(n.id);
+        n.rcq.purge(n.id);
+    }
+
+    pub(crate) fn post_send(&self, wr: &SendWr) -> Result {
+        let n = &self.node;
+        let len = wr.len();
+        let mut inline = KVec::new();
+        if wr.inline && len > 0 {
+            if len > u64::from(MAX_INLINE) || !n.user {
+                return Err(EINVAL);
+            }
+            inline.reserve(len as usize, GFP_KERNEL)?;
+            for s in wr.sges() {
+                let at = inline.len();
+                inline.resize(at + s.length as usize, 0, GFP_KERNEL)?;
+                copy_from_user(inline.get_mut(at..).ok_or(EINVAL)?, s.addr)?;
+            }
+        }
+        let (opcode, remote, imm, atomic) = match wr.op {
+            SendOp::Send => (Opcode::Send, None, None, None),
+            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i), None),
+            SendOp::Write { addr, rkey } => (Opcode::Write, Some(Remote { rkey, addr }), None, None),
+            SendOp::WriteImm { addr, rkey, imm } => {
+                (Opcode::WriteImm, Some(Remote { rkey, addr }), Some(imm), None)
+            }
+            SendOp::Read { addr, rkey } => (Opcode::ReadReq, Some(Remote { rkey, addr }), None, None),
+            SendOp::CmpSwap { addr, rkey, compare, swap } => (
+                Opcode::CmpSwap,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic { swap_add: swap, compare }),
+            ),
+            SendOp::FetchAdd { addr, rkey, add } => (
+                Opcode::FetchAdd,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic { swap_add: add, compare: 0 }),
+            ),
+        };
+        let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
+        if (atomic.is_some() && len != 8) || (answered && wr.inline) {
+            return Err(EINVAL);
+        }
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        // Local buffers are checked now: a bad one completes in error at once.
+        let local_ok = !inline.is_empty() || {
+            let t = n.dev.tables.lock();
+            wr.sges()
+                .iter()
+                .all(|s| t.local(n.pd, s.addr, u64::from(s.length), s.lkey, answered).is_some())
+        };
+        let Some(peer) = self.peer() else {
+            let st = n.st.lock();
+            if st.state == QpState::Err {
+                // Verbs: accepted, and completed at once as flushed.
+                n.scq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&wr.op), 0, None, st.dest_qp), false);
+                return Ok(());
+            }
+            return Err(EINVAL);
+        };
+        let mut ps = peer.st.lock();
+        {
+            let mut st = n.st.lock();
+            if st.state == QpState::Err {
+                n.scq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&wr.op), 0, None, st.dest_qp), false);
+                return Ok(());
+            }
+            if st.state != QpState::Rts || !st.peer.as_ref().is_some_and(|p| Arc::ptr_eq(p, &peer)) {
+                return Err(EINVAL);
+            }
+            if st.sq.len() >= n.caps.max_send_wr as usize {
+                return Err(ENOMEM);
+            }
+            if !local_ok {
+                let wc = n.wc(wr.wr_id, WcStatus::LocProtErr, wc_opcode(&wr.op), 0, None, st.dest_qp);
+                n.scq.push(wc, false);
+                n.to_error(&mut st, &mut ps.conn);
+                return Ok(());
+            }
+            let msn = st.next_msn;
+            let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
+            let rsn = if matches!(opcode, Opcode::Send | Opcode::SendImm) { st.next_rsn as u8 } else { 0 };
+            let msg = Message {
+                opcode,
+                stream: requests(st.dest_qp),
+                msn,
+                rsn,
+                len: len32,
+                remote,
+                imm,
+                atomic,
+            };
+            let resp = answered.then_some(st.next_resp);
+            st.sq.push(
+                SqEntry {
+                    wr: *wr,
+                    msn,
+                    msg,
+                    posted: false,
+                    done: None,
+                    inline,
+                    resp,
+                    resp_done: false,
+                },
+                GFP_ATOMIC,
+            )?;
+            st.next_msn = msn.wrapping_add(1);
+            if answered {
+                st.next_resp = st.next_resp.wrapping_add(1);
+            }
+            if consumes {
+                st.next_rsn = st.next_rsn.wrapping_add(1);
+            }
+        }
+        peer.pump(&peer, &mut ps);
+        Ok(())
+    }
+
+    pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result {
+        let n = &self.node;
+        let mut st = n.st.lock();
+        if st.state == QpState::Reset {
+            return Err(EINVAL);
+        }
+        if st.state == QpState::Err {
+            n.rcq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, st.dest_qp), false);
+            return Ok(());
+        }
+        if st.rq.len() >= n.caps.max_recv_wr as usize {
+            return Err(ENOMEM);
+        }
+        st.rq.push(*wr, GFP_ATOMIC)?;
+        Ok(())
     }
 }
 
@@ -912,358 +1584,6 @@ fn scatter(sges: &[crate::abstractions::verbs::Sge], pd: u32, t: &Tables, offset
     })
 }
 
-impl TimerHandler for QpShared {
-    fn expired(node: &QpNode) {
-        let mut st = node.st.lock();
-        if st.dead {
-            return;
-        }
-        if let Some(c) = st.conn.as_mut() {
-            c.on_timeout(now_ns());
-        }
-        node.pump(node, &mut st);
-    }
-}
-
-impl QpNode {
-    fn receive(&self, pkt: &RxPacket<'_>) {
-        let mut st = self.st.lock();
-        let live = matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd);
-        if st.dead || !(live || st.state == QpState::Err) || pkt.saddr != st.dest_ip {
-            return;
-        }
-        let Some(conn) = st.conn.as_mut() else { return };
-        let r = conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
-        if let Ok(Received::Data(h, bytes)) = r {
-            let placed = if live {
-                self.place(&mut st, &h, bytes)
-            } else {
-                // In the error state nothing is placed: every request fails.
-                Err(NakCode::RemoteOperation)
-            };
-            match placed {
-                Ok(_) => self.complete_receives(&mut st),
-                Err(code) => {
-                    if let Some(c) = st.conn.as_mut() {
-                        c.reject(h.common.path, h.stream, h.msn, code);
-                    }
-                }
-            }
-        }
-        self.pump(self, &mut st);
-        if let Some((d, status)) = st.fatal.take() {
-            if d < st.rq.len() {
-                if let Ok(r) = st.rq.remove(d) {
-                    self.rcq.push(self.wc(r.wr_id, status, WcOpcode::Recv, 0, None, st.dest_qp), false);
-                }
-            }
-            self.to_error(&mut st);
-        }
-    }
-}
-
-impl Qp {
-    pub(crate) fn create(dev: &Arc<Shared>, req: &mut QpCreate<'_, super::device::MrDevice>) -> Result<(Self, u32)> {
-        if !req.rc {
-            return Err(ENOTSUPP);
-        }
-        let c = &mut req.caps;
-        if c.max_send_wr > MAX_QP_WR || c.max_recv_wr > MAX_QP_WR || c.max_send_sge > MAX_SGE
-            || c.max_recv_sge > MAX_SGE || c.max_inline_data > MAX_INLINE
-        {
-            return Err(EINVAL);
-        }
-        c.max_send_wr = c.max_send_wr.max(1);
-        c.max_recv_wr = c.max_recv_wr.max(1);
-        c.max_send_sge = MAX_SGE;
-        c.max_recv_sge = MAX_SGE;
-        c.max_inline_data = MAX_INLINE;
-        let qpn = alloc_qpn();
-        let shared = QpShared {
-            qpn,
-            id: req.id,
-            pd: req.pd.id,
-            user: req.user,
-            sig_all: req.sig_all,
-            caps: *c,
-            dev: dev.clone(),
-            scq: req.send_cq.inner.clone(),
-            rcq: req.recv_cq.inner.clone(),
-            st: KBox::pin_init(
-                new_spinlock_bh!(
-                    QpInner {
-                        state: QpState::Reset,
-                        access: Access(0),
-                        mtu: 1024,
-                        dest_qp: 0,
-                        rq_psn: 0,
-                        sq_psn: 0,
-                        dest_ip: [0; 4],
-                        max_rd_atomic: 0,
-                        max_dest_rd_atomic: 0,
-                        timeout: 0,
-                        retry_cnt: 0,
-                        rnr_retry: 0,
-                        min_rnr_timer: 0,
-                        conn: None,
-                        sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?,
-                        next_msn: 0,
-                        next_rsn: 0,
-                        rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL)?,
-                        rq_base: 0,
-                        rstream: RecvStream::new(0),
-                        rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
-                        next_resp: 0,
-                        resp_stream: RecvStream::new(0),
-                        owed: KVec::new(),
-                        next_owed: 0,
-                        fatal: None,
-                        dead: false,
-                    },
-                    "metaroce_qp"
-                ),
-                GFP_KERNEL,
-            )?,
-        };
-        let node = Arc::pin_init(Timer::new(shared), GFP_KERNEL)?;
-        dev.tables.lock().qps.push(node.clone(), GFP_ATOMIC)?;
-        Ok((Self { node }, qpn))
-    }
-
-    pub(crate) fn modify(&self, m: &QpModify) -> Result {
-        let n = &self.node;
-        let mut st = n.st.lock();
-        if m.dest_unsupported {
-            return Err(EINVAL);
-        }
-        if let Some(a) = m.access {
-            st.access = a;
-        }
-        if let Some(v) = m.path_mtu {
-            st.mtu = v;
-        }
-        if let Some(v) = m.dest_qp {
-            st.dest_qp = v;
-        }
-        if let Some(v) = m.rq_psn {
-            st.rq_psn = v;
-        }
-        if let Some(v) = m.sq_psn {
-            st.sq_psn = v;
-        }
-        if let Some(v) = m.dest_ip4 {
-            st.dest_ip = v;
-        }
-        if let Some(v) = m.max_rd_atomic {
-            st.max_rd_atomic = v;
-        }
-        if let Some(v) = m.max_dest_rd_atomic {
-            st.max_dest_rd_atomic = v;
-        }
-        if let Some(v) = m.timeout {
-            st.timeout = v;
-        }
-        if let Some(v) = m.retry_cnt {
-            st.retry_cnt = v;
-        }
-        if let Some(v) = m.rnr_retry {
-            st.rnr_retry = v;
-        }
-        if let Some(v) = m.min_rnr_timer {
-            st.min_rnr_timer = v;
-        }
-        let Some(new) = m.state else { return Ok(()) };
-        match new {
-            QpState::Rtr if st.conn.is_none() => {
-                // Both ends start every path at PSN 0: the connection is as
-                // new as the QP pair (QP numbers are not reused soon).
-                let mut cfg = Config::new(n.qpn, st.dest_qp, paths(), st.mtu as u16);
-                cfg.port_seed = n.qpn.rotate_left(8) ^ st.dest_qp ^ u32::from_ne_bytes(st.dest_ip);
-                cfg.reorder_window = 32;
-                cfg.ack_delay_ns = 0;
-                let mut conn = KBox::new(EMPTY_CONN, GFP_ATOMIC)?;
-                conn.configure(cfg);
-                st.conn = Some(conn);
-            }
-            QpState::Err => n.to_error(&mut st),
-            QpState::Reset => {
-                st.conn = None;
-                st.sq.clear();
-                st.rq.clear();
-                st.next_msn = 0;
-                st.next_rsn = 0;
-                st.rq_base = 0;
-                st.rstream = RecvStream::new(0);
-                st.rx = [RxMsg::default(); MAX_OUTSTANDING as usize];
-                st.next_resp = 0;
-                st.resp_stream = RecvStream::new(0);
-                st.owed.clear();
-                st.next_owed = 0;
-            }
-            _ => {}
-        }
-        st.state = new;
-        Ok(())
-    }
-
-    pub(crate) fn query(&self) -> QpQuery {
-        let n = &self.node;
-        let st = n.st.lock();
-        QpQuery {
-            state: st.state,
-            access: st.access,
-            path_mtu: st.mtu,
-            dest_qp: st.dest_qp,
-            rq_psn: st.rq_psn,
-            sq_psn: st.sq_psn,
-            caps: n.caps,
-            max_rd_atomic: st.max_rd_atomic,
-            max_dest_rd_atomic: st.max_dest_rd_atomic,
-            timeout: st.timeout,
-            retry_cnt: st.retry_cnt,
-            rnr_retry: st.rnr_retry,
-            min_rnr_timer: st.min_rnr_timer,
-        }
-    }
-
-    pub(crate) fn destroy(&self) {
-        let n = &self.node;
-        n.dev.tables.lock().qps.retain(|q| q.qpn != n.qpn);
-        {
-            let mut st = n.st.lock();
-            st.dead = true;
-            st.conn = None;
-        }
-        n.cancel();
-        n.scq.purge(n.id);
-        n.rcq.purge(n.id);
-    }
-
-    pub(crate) fn post_send(&self, wr: &SendWr) -> Result {
-        let n = &self.node;
-        let len = wr.len();
-        let mut inline = KVec::new();
-        if wr.inline && len > 0 {
-            if len > u64::from(MAX_INLINE) || !n.user {
-                return Err(EINVAL);
-            }
-            inline.reserve(len as usize, GFP_KERNEL)?;
-            for s in wr.sges() {
-                let at = inline.len();
-                inline.resize(at + s.length as usize, 0, GFP_KERNEL)?;
-                copy_from_user(inline.get_mut(at..).ok_or(EINVAL)?, s.addr)?;
-            }
-        }
-        let mut st = n.st.lock();
-        if st.state == QpState::Err {
-            // Verbs: accepted, and completed at once as flushed.
-            n.scq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&wr.op), 0, None, st.dest_qp), false);
-            return Ok(());
-        }
-        if st.state != QpState::Rts {
-            return Err(EINVAL);
-        }
-        if st.sq.len() >= n.caps.max_send_wr as usize {
-            return Err(ENOMEM);
-        }
-        let (opcode, remote, imm, atomic) = match wr.op {
-            SendOp::Send => (Opcode::Send, None, None, None),
-            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i), None),
-            SendOp::Write { addr, rkey } => (Opcode::Write, Some(Remote { rkey, addr }), None, None),
-            SendOp::WriteImm { addr, rkey, imm } => {
-                (Opcode::WriteImm, Some(Remote { rkey, addr }), Some(imm), None)
-            }
-            SendOp::Read { addr, rkey } => (Opcode::ReadReq, Some(Remote { rkey, addr }), None, None),
-            SendOp::CmpSwap { addr, rkey, compare, swap } => (
-                Opcode::CmpSwap,
-                Some(Remote { rkey, addr }),
-                None,
-                Some(Atomic { swap_add: swap, compare }),
-            ),
-            SendOp::FetchAdd { addr, rkey, add } => (
-                Opcode::FetchAdd,
-                Some(Remote { rkey, addr }),
-                None,
-                Some(Atomic { swap_add: add, compare: 0 }),
-            ),
-        };
-        let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
-        if (atomic.is_some() && len != 8) || (answered && wr.inline) {
-            return Err(EINVAL);
-        }
-        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
-        // Local buffers are checked now: a bad one completes in error at once.
-        let local_ok = !inline.is_empty() || {
-            let t = n.dev.tables.lock();
-            wr.sges()
-                .iter()
-                .all(|s| t.local(n.pd, s.addr, u64::from(s.length), s.lkey, answered).is_some())
-        };
-        let msn = st.next_msn;
-        let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
-        let rsn = if matches!(opcode, Opcode::Send | Opcode::SendImm) { st.next_rsn as u8 } else { 0 };
-        if !local_ok {
-            let wc = n.wc(wr.wr_id, WcStatus::LocProtErr, wc_opcode(&wr.op), 0, None, st.dest_qp);
-            n.scq.push(wc, false);
-            n.to_error(&mut st);
-            return Ok(());
-        }
-        if st.conn.is_none() {
-            return Err(EINVAL);
-        }
-        let msg = Message {
-            opcode,
-            stream: REQUESTS,
-            msn,
-            rsn,
-            len: len32,
-            remote,
-            imm,
-            atomic,
-        };
-        let resp = answered.then_some(st.next_resp);
-        st.sq.push(
-            SqEntry {
-                wr: *wr,
-                msn,
-                msg,
-                posted: false,
-                done: None,
-                inline,
-                resp,
-                resp_done: false,
-            },
-            GFP_ATOMIC,
-        )?;
-        st.next_msn = msn.wrapping_add(1);
-        if answered {
-            st.next_resp = st.next_resp.wrapping_add(1);
-        }
-        if consumes {
-            st.next_rsn = st.next_rsn.wrapping_add(1);
-        }
-        n.pump(n, &mut st);
-        Ok(())
-    }
-
-    pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result {
-        let n = &self.node;
-        let mut st = n.st.lock();
-        if st.state == QpState::Reset {
-            return Err(EINVAL);
-        }
-        if st.state == QpState::Err {
-            n.rcq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None, st.dest_qp), false);
-            return Ok(());
-        }
-        if st.rq.len() >= n.caps.max_recv_wr as usize {
-            return Err(ENOMEM);
-        }
-        st.rq.push(*wr, GFP_ATOMIC)?;
-        Ok(())
-    }
-}
-
 #[kunit_tests(metaroce_verbs)]
 mod tests {
     use super::*;
@@ -1307,7 +1627,7 @@ mod tests {
             msn: 0,
             msg: Message {
                 opcode: Opcode::Write,
-                stream: REQUESTS,
+                stream: requests(0),
                 msn: 0,
                 rsn: 0,
                 len: 8,
