@@ -593,6 +593,9 @@ struct QpInner {
     /// A receive that failed on arrival (index in `rq`): it completes with
     /// this status and the QP moves to the error state.
     fatal: Option<(usize, WcStatus)>,
+    /// The peer answered this QP (a request completed, data arrived): its
+    /// peer QP is known to exist in the current incarnation.
+    proven: bool,
     dead: bool,
 }
 
@@ -713,6 +716,7 @@ impl Peer {
         while let Some(c) = ps.conn.poll_event() {
             let Some(qp) = ps.by_dest(c.stream >> 1) else { continue };
             let mut st = qp.st.lock();
+            st.proven = true;
             if c.stream & 1 == 1 {
                 st.owed.retain(|o| o.msn != c.msn);
             } else if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
@@ -764,8 +768,12 @@ impl Peer {
     }
 
     /// Handles a hello: adopts the peer's epoch; if the peer is a new
-    /// incarnation and data flowed with the old one, fails every queue pair
-    /// to it and starts the connection again under our next epoch.
+    /// incarnation and data flowed with the old one, starts the connection
+    /// again under our next epoch. Queue pairs the old incarnation answered
+    /// fail (their peer QPs are gone); the others never reached it (their
+    /// packets named an epoch the peer no longer has) and start again on the
+    /// new connection, so that a queue pair set up against the peer's new
+    /// incarnation while its hello was on the way loses nothing.
     fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32) {
         let v = ps.hs.on_hello(from, to);
         if v.reset {
@@ -776,8 +784,15 @@ impl Peer {
             let PeerInner { conn, streams, .. } = ps;
             for s in streams.iter() {
                 let mut st = s.qp.st.lock();
-                s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
-                s.qp.to_error(&mut st, conn);
+                if st.proven {
+                    s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                    s.qp.to_error(&mut st, conn);
+                } else {
+                    for e in st.sq.iter_mut() {
+                        e.posted = false;
+                        e.done = None;
+                    }
+                }
             }
             let mtu = u32::from(ps.conn.config().max_payload);
             *ps.conn = EMPTY_CONN;
@@ -910,6 +925,7 @@ impl QpShared {
             // In the error state nothing is placed: every request fails.
             return Err(NakCode::RemoteOperation);
         }
+        st.proven = true;
         let placed = self.place(st, conn, h, bytes);
         if placed.is_ok() {
             self.complete_receives(st, conn);
@@ -1197,6 +1213,7 @@ impl Qp {
                             owed: KVec::new(),
                             next_owed: 0,
                             fatal: None,
+                            proven: false,
                             dead: false,
                         },
                         "metaroce_qp"

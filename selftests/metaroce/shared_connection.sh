@@ -1,0 +1,103 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# One connection per peer host: queue pairs between the same two hosts are
+# streams of one MetaRoCE connection under one congestion controller, named
+# by a hello handshake, and a peer that comes back as a new incarnation gets a
+# new one. Watched on the wire: udp_sniff.py counts the datagrams on veth1
+# (connection ids, stream ids, source ports, hellos) while tools/integrity's
+# mr-integrity runs with four QPs, three times:
+#   1. fresh devices: hellos both ways, then every data packet of the four
+#      QPs carries one connection id, at least four streams, and no more
+#      source ports than the `paths` module parameter;
+#   2. four new QPs: the same connection id and no hello (the connection
+#      outlives its queue pairs);
+#   3. the device in A deleted and created again: hellos, a new connection id
+#      (B reset its side), and the kernel log says the peer restarted.
+# Skips without mr-integrity, the rdma-core build or python3.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+[ -x "$MR_INTEGRITY" ] ||
+	skip_all "$MR_INTEGRITY is not built (make -C tools/integrity)"
+. "$top/scripts/rdma-env.sh"
+[ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
+require_tools ip rdma python3 dmesg
+rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+# The module's parameters are not in sysfs: 8 unless it was loaded with paths=.
+paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 8)
+
+ktap_plan 12
+
+dir=$(mktemp -d)
+spid=
+trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
+if ! rdma_fabric_up metaroce 2>"$dir/err"; then
+	ktap_info "$(cat "$dir/err")"
+	ktap_fail "MetaRoCE devices on both ends of the veth pair"
+	ktap_finish
+fi
+ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+
+sniff_start() {
+	rm -f "$dir/$1" "$dir/$1.ready"
+	ip netns exec "$NS_B" python3 "$here/udp_sniff.py" veth1 "$dir/$1" &
+	spid=$!
+	wait_for 20 test -e "$dir/$1.ready"
+}
+
+sniff_stop() {
+	kill -TERM "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	spid=
+	while IFS= read -r l; do ktap_info "wire: $l"; done <"$dir/$1"
+}
+
+# field RUN DIRECTION NAME: a counter of one direction of a run.
+field() {
+	sed -n "s/^$2 .* $3=\([^ ]*\).*/\1/p" "$dir/$1"
+}
+
+ab="$FABRIC_IP_A>$FABRIC_IP_B"
+ba="$FABRIC_IP_B>$FABRIC_IP_A"
+
+sniff_start run1
+integrity_point "integrity: 4 QPs between the two hosts" pass -n 2 -q 4 -s 64K -t 60
+sniff_stop run1
+conn1=$(field run1 "$ab" conns)
+ktap_info "paths=$paths; A->B connection id $conn1"
+check "hellos both ways before the first data" \
+	test "$(field run1 "$ab" hello)" -ge 1 -a "$(field run1 "$ba" hello)" -ge 1
+check "the four QPs' data carry one connection id" \
+	test -n "$conn1" -a "$conn1" != - -a "${conn1#*,}" = "$conn1"
+check "the four QPs are streams of it (at least 4 stream ids)" \
+	test "$(field run1 "$ab" streams)" -ge 4
+check "no more source ports than paths=$paths" \
+	test "$(field run1 "$ab" sports)" -ge 1 -a "$(field run1 "$ab" sports)" -le "$paths"
+
+sniff_start run2
+integrity_point "integrity: 4 new QPs" pass -n 2 -q 4 -s 64K -t 60
+sniff_stop run2
+check "new QPs use the same connection, without a hello" \
+	test "$(field run2 "$ab" conns)" = "$conn1" -a "$(field run2 "$ab" hello)" = 0 \
+	-a "$(field run2 "$ba" hello)" = 0
+
+rdma_in "$NS_A" link delete "$RDMA_A"
+if rdma_in "$NS_A" link add "$RDMA_A" type metaroce netdev veth0 &&
+	wait_for 20 fabric_dev_ready "$RDMA_A" "$FABRIC_IP_A"; then
+	ktap_ok "the device in A deleted and created again"
+else
+	ktap_fail "the device in A deleted and created again"
+fi
+sniff_start run3
+integrity_point "integrity: 4 QPs after A restarted" pass -n 2 -q 4 -s 64K -t 60
+sniff_stop run3
+conn3=$(field run3 "$ab" conns)
+check "a new incarnation: hellos and another connection id ($conn3)" \
+	test "$(field run3 "$ab" hello)" -ge 1 -a -n "$conn3" -a "$conn3" != - \
+	-a "$conn3" != "$conn1" -a "${conn3#*,}" = "$conn3"
+check "B's kernel log says the peer restarted" \
+	bash -c "dmesg | grep -q 'peer $FABRIC_IP_A restarted'"
+ktap_finish

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Counts the MetaRoCE datagrams (UDP port 4792) crossing one interface.
+
+    udp_sniff.py IFACE OUTFILE
+
+Runs until SIGTERM or SIGINT, then writes one line per direction seen:
+
+    SADDR>DADDR data=N hello=N ack=N other=N sports=N conns=HEX,... streams=N
+
+`sports`: distinct UDP source ports of data packets; `conns`: distinct
+connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
+distinct stream ids (bytes 20..24) of data packets. Needs CAP_NET_RAW; run
+inside the namespace with `ip netns exec`.
+"""
+
+import signal
+import socket
+import struct
+import sys
+
+ETH_P_ALL = 0x0003
+PORT = 4792
+
+
+def main():
+    iface, out = sys.argv[1], sys.argv[2]
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((iface, 0))
+    s.settimeout(0.2)
+    seen = {}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    # Tell the caller we are listening.
+    open(out + ".ready", "w").close()
+    while not stop:
+        try:
+            frame = s.recv(65535)
+        except socket.timeout:
+            continue
+        except InterruptedError:
+            continue
+        if len(frame) < 14 + 20 + 8 or struct.unpack("!H", frame[12:14])[0] != 0x0800:
+            continue
+        ip = frame[14:]
+        ihl = (ip[0] & 0x0F) * 4
+        if ip[9] != 17 or len(ip) < ihl + 8:
+            continue
+        sport, dport = struct.unpack("!HH", ip[ihl:ihl + 4])
+        if dport != PORT:
+            continue
+        mr = ip[ihl + 8:]
+        if len(mr) < 16:
+            continue
+        key = "%s>%s" % (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]))
+        d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0,
+                                  "sports": set(), "conns": set(), "streams": set()})
+        ptype = mr[0] & 0x0F
+        if ptype == 1 and len(mr) >= 36:
+            d["data"] += 1
+            d["sports"].add(sport)
+            d["conns"].add(mr[4:8].hex())
+            d["streams"].add(mr[20:24].hex())
+        elif ptype == 4:
+            d["hello"] += 1
+        elif ptype == 2:
+            d["ack"] += 1
+        else:
+            d["other"] += 1
+    with open(out, "w") as f:
+        for key, d in sorted(seen.items()):
+            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d conns=%s streams=%d\n" % (
+                key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
+                ",".join(sorted(d["conns"])) or "-", len(d["streams"])))
+
+
+if __name__ == "__main__":
+    main()
