@@ -66,6 +66,22 @@ const MAX_PEERS: usize = 256;
 const HELLO_FIRST_NS: u64 = 1_000_000;
 const HELLO_MAX_NS: u64 = 128_000_000;
 
+/// The least time a peer may go silent while requests wait on it before its
+/// queue pairs fail with "retry exceeded", whatever their timeout attributes
+/// say (the debug test kernel, under loss, is slow).
+const MIN_DEAD_NS: u64 = 2_000_000_000;
+
+/// How long QP `st` lets its peer go silent: the verbs local ACK timeout
+/// (4.096 us << `timeout`) times the tries (`retry_cnt` + 1), at least
+/// `MIN_DEAD_NS`; `None` for timeout 0 (wait forever).
+fn patience_ns(timeout: u8, retry_cnt: u8) -> Option<u64> {
+    if timeout == 0 {
+        return None;
+    }
+    let one = 4096u64 << timeout.min(31);
+    Some((one * (u64::from(retry_cnt.min(7)) + 1)).max(MIN_DEAD_NS))
+}
+
 /// The first QP number handed out (0 and 1 are the special QPs).
 const FIRST_QPN: u32 = 0x11;
 
@@ -274,6 +290,7 @@ impl Shared {
                             next_hello: 0,
                             hello_gap: HELLO_FIRST_NS,
                             rr: 0,
+                            alive_at: now_ns(),
                             dead: false,
                         },
                         "metaroce_peer"
@@ -483,6 +500,8 @@ struct PeerInner {
     hello_gap: u64,
     /// The stream served first by the next pump (round robin).
     rr: usize,
+    /// The last time the peer showed life, or nothing was waiting on it.
+    alive_at: u64,
     dead: bool,
 }
 
@@ -635,6 +654,7 @@ impl Peer {
             return;
         }
         let now = now_ns();
+        self.check_alive(ps, now);
         let mut next = None;
         if ps.hs.ready() {
             // A second round when completions made room for queued requests.
@@ -745,8 +765,9 @@ impl Peer {
         let ps = &mut *ps;
         let r = ps.conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
         if r.is_ok() {
-            // It named our epoch: the peer knows it.
+            // It named our epoch: the peer knows it, and it is alive.
             ps.hs.on_traffic();
+            ps.alive_at = now_ns();
         }
         if let Ok(Received::Data(..) | Received::Void) = r {
             ps.hs.mark_used();
@@ -767,6 +788,47 @@ impl Peer {
         self.pump(timer, ps);
     }
 
+    /// Fails the queue pairs waiting on a peer that has been silent for
+    /// longer than they allow (verbs' "transport retry counter exceeded").
+    fn check_alive(&self, ps: &mut PeerInner, now: u64) {
+        let PeerInner { conn, streams, alive_at, .. } = ps;
+        let mut waiting = false;
+        let mut patience: Option<u64> = None;
+        for s in streams.iter() {
+            let st = s.qp.st.lock();
+            if st.sq.is_empty() && st.owed.is_empty() {
+                continue;
+            }
+            waiting = true;
+            if let Some(p) = patience_ns(st.timeout, st.retry_cnt) {
+                patience = Some(patience.map_or(p, |q| q.min(p)));
+            }
+        }
+        // Nothing waits on the peer: the clock starts when something does.
+        if !waiting {
+            *alive_at = now;
+            return;
+        }
+        let Some(p) = patience else { return };
+        if now.saturating_sub(*alive_at) < p {
+            return;
+        }
+        pr_info!(
+            "peer {}.{}.{}.{} silent for {} ms: its queue pairs fail (retry exceeded)\n",
+            self.ip[0], self.ip[1], self.ip[2], self.ip[3],
+            now.saturating_sub(*alive_at) / 1_000_000
+        );
+        for s in streams.iter() {
+            let mut st = s.qp.st.lock();
+            if st.sq.is_empty() && st.owed.is_empty() {
+                continue;
+            }
+            s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+            s.qp.to_error(&mut st, conn);
+        }
+        *alive_at = now;
+    }
+
     /// Handles a hello: adopts the peer's epoch; if the peer is a new
     /// incarnation and data flowed with the old one, starts the connection
     /// again under our next epoch. Queue pairs the old incarnation answered
@@ -778,7 +840,7 @@ impl Peer {
         let v = ps.hs.on_hello(from, to);
         if v.reset {
             pr_info!(
-                "peer {}.{}.{}.{} restarted: its queue pairs fail\n",
+                "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",
                 self.ip[0], self.ip[1], self.ip[2], self.ip[3]
             );
             let PeerInner { conn, streams, .. } = ps;

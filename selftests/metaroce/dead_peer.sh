@@ -1,0 +1,69 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# A peer that stops answering fails the queue pairs waiting on it, as verbs
+# say ("transport retry counter exceeded"), instead of leaving them hanging:
+# ibv_rc_pingpong runs between the namespaces, then netem drops everything on
+# both ends of the veth pair; both programs must end with an error within the
+# QPs' patience (ibv_rc_pingpong: timeout 14, retry_cnt 7, i.e. 0.5 s, which
+# the module raises to at least 2 s) plus the time to notice, and at least
+# one must name the retry-exceeded status. The kernel log must say which peer
+# went silent.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/scripts/rdma-env.sh"
+[ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
+require_tools ip rdma tc ibv_rc_pingpong dmesg
+rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+
+ktap_plan 4
+dir=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
+
+if ! rdma_fabric_up metaroce 2>"$dir/err"; then
+	ktap_info "$(cat "$dir/err")"
+	ktap_fail "MetaRoCE devices on both ends of the veth pair"
+	ktap_finish
+fi
+ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+
+gid_a=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
+gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
+ip netns exec "$NS_A" ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p 18950 \
+	-s 4096 -n 100000000 >"$dir/a" 2>&1 &
+pids+=($!)
+sleep 1
+ip netns exec "$NS_B" ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p 18950 \
+	-s 4096 -n 100000000 "$FABRIC_IP_A" >"$dir/b" 2>&1 &
+pids+=($!)
+
+moving() {
+	local a b
+	a=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	sleep 1
+	b=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	[ "$b" -gt $((a + 4096)) ]
+}
+wait_for 30 moving
+check "ibv_rc_pingpong runs between the namespaces" moving
+
+netem_both loss 100%
+t0=$SECONDS
+ended() {
+	! kill -0 "${pids[0]}" 2>/dev/null && ! kill -0 "${pids[1]}" 2>/dev/null
+}
+if wait_for 60 ended; then
+	ktap_info "both ended $((SECONDS - t0)) s after the peer went silent"
+	grep -Hi "fail\|status" "$dir/a" "$dir/b" | while IFS= read -r l; do ktap_info "${l#"$dir/"}"; done
+	check "both QPs failed with retry exceeded" \
+		grep -q "retry counter exceeded" "$dir/a" "$dir/b"
+else
+	ktap_fail "both QPs failed with retry exceeded (still running after 60 s)"
+fi
+pids=()
+check "the kernel log names the silent peer" \
+	bash -c "dmesg | grep -q 'peer $FABRIC_IP_B silent for'"
+ktap_finish
