@@ -20,7 +20,7 @@ ifneq ($(filter command line environment,$(origin KDIR)),)
 -include $(KDIR)/metaroce-kbuild.mk
 endif
 
-.PHONY: all modules clean setup kernel check check-user demo help \
+.PHONY: all modules kclient clean setup kernel check check-user demo help \
 	stock-kernel stock check-stock provider
 .PHONY: sim-loss sim-planes sim-plane-failure sim-incast sim-quick
 
@@ -28,6 +28,10 @@ all: modules
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(MR_KBUILD_ARGS) modules
+
+# The in-kernel test consumer (tools/kclient), for selftests/metaroce/kclient.sh.
+kclient:
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/tools/kclient LLVM=$(LLVM) $(MR_KBUILD_ARGS) modules
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(MR_KBUILD_ARGS) clean

@@ -29,6 +29,8 @@ prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") ||
 	log "rdma-core build failed (the verbs tests will skip): $out/rdma-core-build.log"
 make -C "$TOP/tools/integrity" >"$out/integrity-build.log" 2>&1 ||
 	log "mr-integrity build failed (its tests will skip): $out/integrity-build.log"
+make -C "$TOP" KDIR="$kdir" kclient >"$out/kclient-build.log" 2>&1 ||
+	log "tools/kclient build failed (kclient.sh will skip): $out/kclient-build.log"
 make -C "$TOP/tools/bench" >"$out/bench-build.log" 2>&1 ||
 	log "tools/bench build failed: $out/bench-build.log"
 export METAROCE_RDMA_PREFIX=${prefix:-}

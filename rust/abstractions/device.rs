@@ -13,7 +13,10 @@
 use super::{
     bindings,
     netdev::NetDevice,
-    verbs::{Access, CqEvents, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, VerbsAdapter, Wc},
+    verbs::{
+        Access, CqEvents, KernelMemory, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem,
+        VerbsAdapter, Wc,
+    },
 };
 use core::{marker::PhantomData, mem::size_of};
 use kernel::{
@@ -237,6 +240,14 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         iova: u64,
         access: Access,
     ) -> Result<(Self::Mr, MrKeys)>;
+    /// A region of kernel memory for a kernel consumer (`ib_alloc_pd`): its
+    /// addresses are kernel virtual addresses, read and written with `mem`.
+    fn get_dma_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        access: Access,
+        mem: KernelMemory,
+    ) -> Result<(Self::Mr, MrKeys)>;
     /// Deregisters a memory region; its data is dropped right after.
     fn dereg_mr(mr: &Self::Mr);
     /// Creates a QP; returns its data and its number.
@@ -438,10 +449,16 @@ impl<T: DeviceOps> Adapter<T> {
             let p = T::port_immutable(dev, port)?;
             // SAFETY: `imm` is valid for writes.
             let imm = unsafe { &mut *imm };
-            imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+            // RoCE v2 framing of addresses (GIDs from IPv4, Ethernet address
+            // handles), but no MAD or CM service: the kernel's MAD layer and
+            // connection managers would need QP1, which MetaRoCE does not
+            // carry yet, and skip the port instead of failing on it.
+            imm.core_cap_flags =
+                bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP | bindings::RDMA_CORE_CAP_ETH_AH;
             imm.gid_tbl_len = p.gid_tbl_len;
             imm.pkey_tbl_len = p.pkey_tbl_len;
-            imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
+            // No MADs (the core insists on 0 without the MAD capability).
+            imm.max_mad_size = 0;
             Ok(0)
         })
     }

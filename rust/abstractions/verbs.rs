@@ -421,6 +421,8 @@ pub(crate) struct QpCreate<'a, T: DeviceOps> {
     pub(crate) recv_cq: &'a T::Cq,
     /// Created by a user process.
     pub(crate) user: bool,
+    /// Created by a kernel consumer: the memory its work requests name.
+    pub(crate) kernel: Option<KernelMemory>,
     /// The identity to put in completions.
     pub(crate) id: QpId,
 }
@@ -506,6 +508,53 @@ impl Drop for Umem {
     }
 }
 
+/// The kernel's own memory, as kernel consumers name it in their work
+/// requests: on a device without a DMA device (virtual DMA, like soft-RoCE's)
+/// the "DMA address" a consumer maps with `ib_dma_map_*` is the kernel virtual
+/// address of its buffer (`ib_virt_dma_to_ptr`).
+///
+/// Only this layer makes one: for a DMA memory region (`get_dma_mr`, which
+/// only kernel consumers reach: `ib_alloc_pd`) and for a QP a kernel consumer
+/// created. The driver uses it only for addresses taken from such a region or
+/// QP's work requests, never for anything a user process or a remote peer
+/// names (their regions are `Umem`s and PDs keep the two apart).
+pub(crate) struct KernelMemory(());
+
+impl KernelMemory {
+    fn range(addr: u64, len: usize) -> Result<*mut u8> {
+        let end = addr.checked_add(len as u64).ok_or(EINVAL)?;
+        if addr == 0 || end > usize::MAX as u64 {
+            return Err(EINVAL);
+        }
+        Ok(addr as usize as *mut u8)
+    }
+
+    /// Copies `src` to kernel address `addr`.
+    pub(crate) fn write(&self, addr: u64, src: &[u8]) -> Result {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let dst = Self::range(addr, src.len())?;
+        // SAFETY: A kernel consumer posted `[addr, addr + len)` in a work
+        // request of its own (type invariant of the token) as memory it
+        // mapped for the device and keeps until the request completes, which
+        // is after this copy; it does not overlap `src` (driver memory).
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    /// Copies the bytes at kernel address `addr` into `dst`.
+    pub(crate) fn read(&self, addr: u64, dst: &mut [u8]) -> Result {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let src = Self::range(addr, dst.len())?;
+        // SAFETY: As in `write`.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+}
+
 /// Copies `n` bytes at user address `addr` of the current process into `dst`
 /// (inline data of a user work request, in `post_send`'s process context).
 pub(crate) fn copy_from_user(dst: &mut [u8], addr: u64) -> Result {
@@ -586,6 +635,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.poll_cq = Some(Self::poll_cq);
         ops.req_notify_cq = Some(Self::req_notify_cq);
         ops.reg_user_mr = Some(Self::reg_user_mr);
+        ops.get_dma_mr = Some(Self::get_dma_mr);
         ops.dereg_mr = Some(Self::dereg_mr);
         ops.create_qp = Some(Self::create_qp);
         ops.modify_qp = Some(Self::modify_qp);
@@ -729,24 +779,49 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let dev = unsafe { Self::dev(ibdev) };
             let umem = Self::pin_user(ibdev, start, length, access)?;
             let (data, keys) = T::reg_user_mr(dev, pd_data, umem, iova, Access(access as u32))?;
-            let obj = KBox::new(
-                Obj {
-                    ib: Opaque::new(bindings::ib_mr::default()),
-                    data,
-                },
-                GFP_KERNEL,
-            )?;
-            let raw = KBox::into_raw(obj);
-            let ib = raw.cast::<bindings::ib_mr>();
-            // SAFETY: `ib` is the fresh `ib_mr` at the start of `raw`; the core
-            // fills in the rest after this returns.
-            unsafe {
-                (*ib).lkey = keys.lkey;
-                (*ib).rkey = keys.rkey;
-                (*ib).iova = iova;
-                (*ib).length = length;
-            }
-            Ok(ib)
+            Self::new_mr(data, keys, iova, length)
+        })();
+        match r {
+            Ok(p) => p,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// The core's `ib_mr` around a new region's data.
+    fn new_mr(data: T::Mr, keys: MrKeys, iova: u64, length: u64) -> Result<*mut bindings::ib_mr> {
+        let obj = KBox::new(
+            Obj {
+                ib: Opaque::new(bindings::ib_mr::default()),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let raw = KBox::into_raw(obj);
+        let ib = raw.cast::<bindings::ib_mr>();
+        // SAFETY: `ib` is the fresh `ib_mr` at the start of `raw`; the core
+        // fills in the rest after this returns.
+        unsafe {
+            (*ib).lkey = keys.lkey;
+            (*ib).rkey = keys.rkey;
+            (*ib).iova = iova;
+            (*ib).length = length;
+        }
+        Ok(ib)
+    }
+
+    /// A region of all kernel memory for a kernel consumer's PD.
+    unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
+        let r = (|| -> Result<*mut bindings::ib_mr> {
+            // SAFETY: The core passes a PD of a device with this table.
+            let (ibdev, pd_data) = unsafe {
+                ((*pd).device, &Obj::<bindings::ib_pd, T::Pd>::from_raw(pd).data)
+            };
+            // SAFETY: As above.
+            let dev = unsafe { Self::dev(ibdev) };
+            // INVARIANT: the core calls this for `ib_alloc_pd` (kernel
+            // consumers) only; uverbs has no command for it.
+            let (data, keys) = T::get_dma_mr(dev, pd_data, Access(access as u32), KernelMemory(()))?;
+            Self::new_mr(data, keys, 0, u64::MAX)
         })();
         match r {
             Ok(p) => p,
@@ -847,6 +922,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 send_cq: scq,
                 recv_cq: rcq,
                 user,
+                kernel: (!user).then_some(KernelMemory(())),
                 id: QpId(qp),
             };
             let (data, qpn) = T::create_qp(dev, &mut req)?;

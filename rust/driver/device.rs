@@ -2,7 +2,7 @@
 
 //! A MetaRoCE RDMA device: one port over one net device.
 
-use super::verbs::{self, Cq, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE};
+use super::verbs::{self, Cq, Mem, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::abstractions::{
     device::{
         Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable,
@@ -11,7 +11,7 @@ use crate::abstractions::{
     net::NetPorts,
     netdev::NetDevice,
     verbs::{
-        Access, CqEvents, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, Wc,
+        Access, CqEvents, KernelMemory, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, Wc,
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
@@ -221,7 +221,24 @@ impl DeviceOps for MrDevice {
         {
             return Err(EINVAL);
         }
-        let (key, keys) = dev.shared.reg_mr(pd.id, umem, iova, access)?;
+        let (key, keys) = dev.shared.reg_mr(pd.id, Mem::User(umem), iova, access)?;
+        Ok((
+            Mr {
+                key,
+                dev: dev.shared.clone(),
+            },
+            keys,
+        ))
+    }
+
+    fn get_dma_mr(dev: &Device<Self>, pd: &Pd, access: Access, mem: KernelMemory) -> Result<(Mr, MrKeys)> {
+        // No remote peer may reach kernel memory at large (a consumer asking
+        // for IB_PD_UNSAFE_GLOBAL_RKEY is refused); local access only.
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if access.0 & remote != 0 {
+            return Err(EINVAL);
+        }
+        let (key, keys) = dev.shared.reg_mr(pd.id, Mem::Kernel(mem), 0, access)?;
         Ok((
             Mr {
                 key,

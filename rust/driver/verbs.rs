@@ -21,7 +21,7 @@ use crate::abstractions::{
     net::{now_ns, random_u32, NetPort, RxPacket, Timer, TimerHandler, UdpHandler},
     sync::SpinLockBh,
     verbs::{
-        copy_from_user, Access, CqEvents, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpQuery,
+        copy_from_user, Access, CqEvents, KernelMemory, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpQuery,
         QpState, RecvWr, SendOp, SendWr, Umem, Wc, WcOpcode, WcStatus,
     },
 };
@@ -119,18 +119,50 @@ struct Tables {
     key_gen: u8,
 }
 
+/// The memory behind a region.
+pub(crate) enum Mem {
+    /// Pinned pages of a user process.
+    User(Umem),
+    /// All of kernel memory, for a kernel consumer's PD (local access only):
+    /// the region starts at address 0, so an offset is an address.
+    Kernel(KernelMemory),
+}
+
 struct MrEntry {
     key: u32,
     pd: u32,
     access: Access,
     iova: u64,
-    umem: Umem,
+    mem: Mem,
 }
 
 impl MrEntry {
+    fn len(&self) -> u64 {
+        match &self.mem {
+            Mem::User(u) => u.len(),
+            Mem::Kernel(_) => u64::MAX,
+        }
+    }
+
     /// The region offset of `[addr, addr + len)`, if it lies within.
     fn offset(&self, addr: u64, len: u64) -> Option<u64> {
-        region_offset(self.iova, self.umem.len(), addr, len)
+        region_offset(self.iova, self.len(), addr, len)
+    }
+
+    /// Copies `src` into the region at offset `off`.
+    fn write(&self, off: u64, src: &[u8]) -> Result {
+        match &self.mem {
+            Mem::User(u) => u.write(off, src),
+            Mem::Kernel(k) => k.write(off, src),
+        }
+    }
+
+    /// Copies the region's bytes at offset `off` into `dst`.
+    fn read(&self, off: u64, dst: &mut [u8]) -> Result {
+        match &self.mem {
+            Mem::User(u) => u.read(off, dst),
+            Mem::Kernel(k) => k.read(off, dst),
+        }
     }
 }
 
@@ -217,7 +249,7 @@ impl Shared {
         id
     }
 
-    pub(crate) fn reg_mr(&self, pd: u32, umem: Umem, iova: u64, access: Access) -> Result<(u32, MrKeys)> {
+    pub(crate) fn reg_mr(&self, pd: u32, mem: Mem, iova: u64, access: Access) -> Result<(u32, MrKeys)> {
         let mut t = self.tables.lock();
         let slot = match t.mrs.iter().position(|m| m.is_none()) {
             Some(i) => i,
@@ -237,7 +269,7 @@ impl Shared {
                 pd,
                 access,
                 iova,
-                umem,
+                mem,
             });
         }
         Ok((key, MrKeys { lkey: key, rkey: key }))
@@ -522,6 +554,8 @@ pub(crate) struct QpShared {
     id: QpId,
     pd: u32,
     user: bool,
+    /// A kernel consumer's QP: the memory its inline data lives in.
+    kmem: Option<KernelMemory>,
     sig_all: bool,
     caps: QpCaps,
     dev: Arc<Shared>,
@@ -1038,7 +1072,7 @@ impl QpShared {
                 // otherwise the packets inside would land before the one
                 // outside is refused.
                 let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
-                e.umem.write(base + u64::from(h.offset), bytes).map_err(|_| NakCode::RemoteAccess)?;
+                e.write(base + u64::from(h.offset), bytes).map_err(|_| NakCode::RemoteAccess)?;
             }
             Opcode::ReadReq => {
                 remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
@@ -1119,7 +1153,7 @@ impl QpShared {
         let e = tables.mr(r.rkey)?;
         let off = e.offset(r.addr, 8)?;
         let mut old = [0u8; 8];
-        e.umem.read(off, &mut old).ok()?;
+        e.read(off, &mut old).ok()?;
         let v = u64::from_ne_bytes(old);
         let new = if m.opcode == Opcode::CmpSwap as u8 {
             if v == a.compare {
@@ -1130,7 +1164,7 @@ impl QpShared {
         } else {
             v.wrapping_add(a.swap_add)
         };
-        e.umem.write(off, &new.to_ne_bytes()).ok()?;
+        e.write(off, &new.to_ne_bytes()).ok()?;
         Some(old)
     }
 
@@ -1241,6 +1275,7 @@ impl Qp {
                 id: req.id,
                 pd: req.pd.id,
                 user: req.user,
+                kmem: req.kernel.take(),
                 sig_all: req.sig_all,
                 caps: *c,
                 dev: dev.clone(),
@@ -1463,14 +1498,20 @@ impl Qp {
         let len = wr.len();
         let mut inline = KVec::new();
         if wr.inline && len > 0 {
-            if len > u64::from(MAX_INLINE) || !n.user {
+            if len > u64::from(MAX_INLINE) {
                 return Err(EINVAL);
             }
-            inline.reserve(len as usize, GFP_KERNEL)?;
+            // Kernel consumers may post from atomic context.
+            let gfp = if n.user { GFP_KERNEL } else { GFP_ATOMIC };
+            inline.reserve(len as usize, gfp)?;
             for s in wr.sges() {
                 let at = inline.len();
-                inline.resize(at + s.length as usize, 0, GFP_KERNEL)?;
-                copy_from_user(inline.get_mut(at..).ok_or(EINVAL)?, s.addr)?;
+                inline.resize(at + s.length as usize, 0, gfp)?;
+                let dst = inline.get_mut(at..).ok_or(EINVAL)?;
+                match &n.kmem {
+                    Some(k) => k.read(s.addr, dst)?,
+                    None => copy_from_user(dst, s.addr)?,
+                }
             }
         }
         let (opcode, remote, imm, atomic) = match wr.op {
@@ -1600,7 +1641,7 @@ fn gather(e: &SqEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u8]) -> Resu
     }
     let len = buf.len();
     sge_pieces(e.wr.sges(), pd, t, false, offset, len, |mr, at, piece| {
-        mr.umem.read(at, buf.get_mut(piece)?).ok()
+        mr.read(at, buf.get_mut(piece)?).ok()
     })
     .ok_or(EINVAL)
 }
@@ -1652,14 +1693,14 @@ fn gather_response(o: &RespEntry, pd: u32, t: &Tables, offset: u32, buf: &mut [u
     }
     let at = r.addr.checked_add(u64::from(offset)).ok_or(EINVAL)?;
     let off = e.offset(at, buf.len() as u64).ok_or(EINVAL)?;
-    e.umem.read(off, buf)
+    e.read(off, buf)
 }
 
 /// Writes arriving bytes at `offset` of the local buffers `sges` (a receive,
 /// or the target of a Read or atomic), which need local write access.
 fn scatter(sges: &[crate::abstractions::verbs::Sge], pd: u32, t: &Tables, offset: u32, bytes: &[u8]) -> Option<()> {
     sge_pieces(sges, pd, t, true, offset, bytes.len(), |mr, at, piece| {
-        mr.umem.write(at, bytes.get(piece)?).ok()
+        mr.write(at, bytes.get(piece)?).ok()
     })
 }
 

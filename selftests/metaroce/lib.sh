@@ -95,6 +95,9 @@ netns_pair_up() {
 	ip -n "$NS_B" addr add 10.77.0.2/24 dev veth1
 	ip -n "$NS_A" link set veth0 up
 	ip -n "$NS_B" link set veth1 up
+	# As on any host: traffic to the namespace's own address goes over lo.
+	ip -n "$NS_A" link set lo up
+	ip -n "$NS_B" link set lo up
 }
 
 netns_pair_down() {
