@@ -1722,6 +1722,28 @@ mod tests {
     }
 
     #[test]
+    fn streams_name_the_receiving_qp() {
+        // Requests to QP 0x11 and the answers to QP 0x12 never collide, and
+        // the receiver finds its QP from either.
+        assert_eq!(requests(0x11), 0x22);
+        assert_eq!(responses(0x12), 0x25);
+        assert_eq!(requests(0xff_ffff) >> 1, 0xff_ffff);
+        assert_eq!(responses(0xff_ffff) >> 1, 0xff_ffff);
+        assert_ne!(requests(7), responses(7));
+    }
+
+    #[test]
+    fn a_silent_peer_is_given_the_qps_patience() {
+        assert_eq!(patience_ns(0, 7), None);
+        // perftest's and ibv_rc_pingpong's 14/7 is 0.54 s: raised to 2 s.
+        assert_eq!(patience_ns(14, 7), Some(MIN_DEAD_NS));
+        assert_eq!(patience_ns(20, 7), Some((4096u64 << 20) * 8));
+        assert_eq!(patience_ns(20, 0), Some(4096u64 << 20));
+        // Out-of-range attributes do not overflow.
+        assert!(patience_ns(255, 255).is_some_and(|p| p >= MIN_DEAD_NS));
+    }
+
+    #[test]
     fn sends_find_their_receive_across_the_wrap() {
         assert_eq!(receive_slot(0, 0), Some(0));
         assert_eq!(receive_slot(250, 250), Some(0));

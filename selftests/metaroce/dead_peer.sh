@@ -3,11 +3,12 @@
 # A peer that stops answering fails the queue pairs waiting on it, as verbs
 # say ("transport retry counter exceeded"), instead of leaving them hanging:
 # ibv_rc_pingpong runs between the namespaces, then netem drops everything on
-# both ends of the veth pair; both programs must end with an error within the
-# QPs' patience (ibv_rc_pingpong: timeout 14, retry_cnt 7, i.e. 0.5 s, which
-# the module raises to at least 2 s) plus the time to notice, and at least
-# one must name the retry-exceeded status. The kernel log must say which peer
-# went silent.
+# both ends of the veth pair. A program with a Send outstanding must end with
+# the retry-exceeded status within the QP's patience (ibv_rc_pingpong:
+# timeout 14, retry_cnt 7, i.e. 0.5 s, which the module raises to at least
+# 2 s) plus the time to notice. (One that only waits for a receive waits, as
+# on any RC transport: nothing of its own is unanswered.) The kernel log must
+# say which peer went silent.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
@@ -53,16 +54,19 @@ check "ibv_rc_pingpong runs between the namespaces" moving
 netem_both loss 100%
 t0=$SECONDS
 ended() {
-	! kill -0 "${pids[0]}" 2>/dev/null && ! kill -0 "${pids[1]}" 2>/dev/null
+	! kill -0 "${pids[0]}" 2>/dev/null || ! kill -0 "${pids[1]}" 2>/dev/null
 }
 if wait_for 60 ended; then
-	ktap_info "both ended $((SECONDS - t0)) s after the peer went silent"
+	ktap_info "one ended $((SECONDS - t0)) s after the peer went silent"
+	sleep 1
 	grep -Hi "fail\|status" "$dir/a" "$dir/b" | while IFS= read -r l; do ktap_info "${l#"$dir/"}"; done
-	check "both QPs failed with retry exceeded" \
+	check "a QP with a Send outstanding failed with retry exceeded" \
 		grep -q "retry counter exceeded" "$dir/a" "$dir/b"
 else
-	ktap_fail "both QPs failed with retry exceeded (still running after 60 s)"
+	ktap_fail "a QP with a Send outstanding failed with retry exceeded (both still running after 60 s)"
 fi
+kill "${pids[@]}" 2>/dev/null
+wait "${pids[@]}" 2>/dev/null
 pids=()
 check "the kernel log names the silent peer" \
 	bash -c "dmesg | grep -q 'peer $FABRIC_IP_B silent for'"
