@@ -58,6 +58,11 @@ struct PortInner<H> {
 // SAFETY: The socket pointer is only used under the lock, while it is set.
 unsafe impl<H: Send + Sync> Send for PortInner<H> {}
 
+/// The IP TOS byte of every MetaRoCE datagram: ECN-capable transport
+/// (ECT(0)), so that a congested queue marks it (CE) instead of dropping it;
+/// the transport's congestion control answers the marks.
+const ECT0: u8 = 0x02;
+
 /// Why a datagram was not sent.
 #[derive(Debug)]
 pub(crate) enum TxError {
@@ -104,6 +109,12 @@ impl<H: UdpHandler> NetPort<H> {
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
         fl.__fl_common.flowic_proto = 17; // IPPROTO_UDP
+        // The ports take part in the route choice: a multipath route that
+        // hashes layer 4 (fib_multipath_hash_policy 1) spreads the paths.
+        fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
+            dport: dport.to_be(),
+            sport: sport.to_be(),
+        };
         // SAFETY: `sk` is open (set under the lock) and so is its namespace;
         // `fl` is valid for the call.
         let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
@@ -145,7 +156,7 @@ impl<H: UdpHandler> NetPort<H> {
                 skb,
                 fl.saddr,
                 fl.daddr,
-                0,
+                ECT0,
                 64,
                 0,
                 sport.to_be(),

@@ -6,7 +6,7 @@
 # both ends of the veth pair. A program with a Send outstanding must end with
 # the retry-exceeded status within the QP's patience (ibv_rc_pingpong:
 # timeout 14, retry_cnt 7, i.e. 0.5 s, which the module raises to at least
-# 2 s) plus the time to notice. (One that only waits for a receive waits, as
+# 10 s) plus the time to notice. (One that only waits for a receive waits, as
 # on any RC transport: nothing of its own is unanswered.) The kernel log must
 # say which peer went silent.
 

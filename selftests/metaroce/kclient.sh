@@ -17,7 +17,10 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 ko=${KCLIENT_KO:-$top/tools/kclient/metaroce_kclient.ko}
 [ -e "$ko" ] || skip_all "$ko is not built (make kclient)"
-require_tools ip rdma insmod rmmod dmesg
+# Built for another kernel (make check builds it for the test kernel only).
+[ "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$(uname -r)" ] ||
+	skip_all "$ko is built for another kernel than $(uname -r)"
+require_tools ip rdma insmod rmmod dmesg modinfo
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 ktap_plan 4

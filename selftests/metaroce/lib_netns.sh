@@ -7,11 +7,32 @@
 #
 #   rdma_type_load TYPE   make TYPE's module present (rxe: $RXE_KO or modprobe;
 #                         metaroce: $METAROCE_KO or already loaded); 1 if not
-#   rdma_fabric_up TYPE   NS_A: veth0 $FABRIC_IP_A, device $RDMA_A
+#   rdma_fabric_up TYPE [PLANES]
+#                         NS_A: veth0 $FABRIC_IP_A, device $RDMA_A
 #                         NS_B: veth1 $FABRIC_IP_B, device $RDMA_B
 #                         returns once both ports are ACTIVE and each device
-#                         has its IPv4 address as a RoCE GID
+#                         has its IPv4 address as a RoCE GID. Without PLANES
+#                         the hosts are joined directly (one veth pair); with
+#                         PLANES (1..8) each host sits behind a router
+#                         ($NS_RA, $NS_RB) and the routers are joined by
+#                         PLANES parallel links plane0.. (10.78.I.1/30 in RA,
+#                         .2 in RB), one multipath route each way that hashes
+#                         the UDP ports (fib_multipath_hash_policy 1): every
+#                         UDP source port picks a plane, as ECMP does
 #   rdma_fabric_down      delete the devices and the namespaces
+#   plane_qdisc I ARGS... on both ends of plane I: netem ARGS (loss, delay,
+#                         reordering; may be empty), then, if $PLANE_RATE is
+#                         set (e.g. 40mbit), a token bucket at that rate whose
+#                         queue is fq_codel with ECN marking
+#   plane_down I / plane_up I   plane I's link down (a failed plane: packets
+#                         hashed to it are lost until the senders move) / up
+#   plane_bytes I         bytes RA has sent on plane I so far
+#   sniff_start RUN / sniff_stop RUN
+#                         count the MetaRoCE datagrams on B's veth1 between
+#                         the two (udp_sniff.py; needs python3)
+#   sniff_field RUN DIRECTION NAME
+#                         one of the run's counters, DIRECTION "$FABRIC_IP_A>$FABRIC_IP_B"
+#                         or the reverse
 #   netem_both ARGS...    the same netem qdisc on veth0 and veth1, i.e. on
 #                         both directions ("loss 1%", "delay 1ms reorder 25%")
 #   netem_clear           remove it again
@@ -24,6 +45,9 @@ FABRIC_IP_A=10.77.0.1
 FABRIC_IP_B=10.77.0.2
 RDMA_A=
 RDMA_B=
+NS_RA=mrRA-$$
+NS_RB=mrRB-$$
+FABRIC_PLANES=0
 
 rdma_type_load() {
 	case "$1" in
@@ -70,11 +94,108 @@ fabric_dev_ready() {
 		grep -qx "$gid" "$dev"/gids/* 2>/dev/null
 }
 
+# The multiplane topology (see the top): hosts A and B behind routers RA, RB.
+planes_up() {
+	local n=$1 i hops_a="" hops_b=""
+	FABRIC_PLANES=$n
+	FABRIC_IP_A=10.77.1.1
+	FABRIC_IP_B=10.77.2.1
+	for ns in "$NS_A" "$NS_B" "$NS_RA" "$NS_RB"; do
+		ip netns add "$ns" || return 1
+		ip -n "$ns" link set lo up
+	done
+	ip link add veth0 netns "$NS_A" type veth peer name host netns "$NS_RA" || return 1
+	ip link add veth1 netns "$NS_B" type veth peer name host netns "$NS_RB" || return 1
+	ip -n "$NS_A" addr add 10.77.1.1/24 dev veth0
+	ip -n "$NS_RA" addr add 10.77.1.254/24 dev host
+	ip -n "$NS_B" addr add 10.77.2.1/24 dev veth1
+	ip -n "$NS_RB" addr add 10.77.2.254/24 dev host
+	ip -n "$NS_A" link set veth0 up
+	ip -n "$NS_B" link set veth1 up
+	ip -n "$NS_RA" link set host up
+	ip -n "$NS_RB" link set host up
+	ip -n "$NS_A" route add default via 10.77.1.254
+	ip -n "$NS_B" route add default via 10.77.2.254
+	for ((i = 0; i < n; i++)); do
+		ip link add "plane$i" netns "$NS_RA" type veth peer name "plane$i" netns "$NS_RB" ||
+			return 1
+		ip -n "$NS_RA" addr add "10.78.$i.1/30" dev "plane$i"
+		ip -n "$NS_RB" addr add "10.78.$i.2/30" dev "plane$i"
+		ip -n "$NS_RA" link set "plane$i" up
+		ip -n "$NS_RB" link set "plane$i" up
+		hops_a+=" nexthop via 10.78.$i.2 dev plane$i"
+		hops_b+=" nexthop via 10.78.$i.1 dev plane$i"
+	done
+	for ns in "$NS_RA" "$NS_RB"; do
+		ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 \
+			net.ipv4.fib_multipath_hash_policy=1 || return 1
+	done
+	# shellcheck disable=SC2086 # the nexthops are separate words
+	ip -n "$NS_RA" route add 10.77.2.0/24 $hops_a || return 1
+	# shellcheck disable=SC2086
+	ip -n "$NS_RB" route add 10.77.1.0/24 $hops_b || return 1
+}
+
+plane_qdisc() {
+	local i=$1 ns
+	shift
+	for ns in "$NS_RA" "$NS_RB"; do
+		tc -n "$ns" qdisc del dev "plane$i" root 2>/dev/null
+		tc -n "$ns" qdisc add dev "plane$i" root handle 1: netem limit 10000 "$@" || return 1
+		if [ -n "${PLANE_RATE:-}" ]; then
+			tc -n "$ns" qdisc add dev "plane$i" parent 1:1 handle 2: \
+				tbf rate "$PLANE_RATE" burst 32k latency 200ms || return 1
+			tc -n "$ns" qdisc add dev "plane$i" parent 2:1 handle 3: \
+				fq_codel ecn || return 1
+		fi
+	done
+}
+
+plane_down() {
+	ip -n "$NS_RA" link set "plane$1" down
+}
+
+plane_up() {
+	ip -n "$NS_RA" link set "plane$1" up
+}
+
+plane_bytes() {
+	ip netns exec "$NS_RA" cat "/sys/class/net/plane$1/statistics/tx_bytes"
+}
+
+SNIFF_DIR=
+SNIFF_PID=
+
+sniff_start() {
+	[ -n "$SNIFF_DIR" ] || SNIFF_DIR=$(mktemp -d)
+	rm -f "$SNIFF_DIR/$1" "$SNIFF_DIR/$1.ready"
+	ip netns exec "$NS_B" python3 "$(dirname "${BASH_SOURCE[0]}")/udp_sniff.py" veth1 \
+		"$SNIFF_DIR/$1" &
+	SNIFF_PID=$!
+	wait_for 20 test -e "$SNIFF_DIR/$1.ready"
+}
+
+sniff_stop() {
+	local l
+	kill -TERM "$SNIFF_PID" 2>/dev/null
+	wait "$SNIFF_PID" 2>/dev/null
+	SNIFF_PID=
+	while IFS= read -r l; do ktap_info "wire: $l"; done <"$SNIFF_DIR/$1"
+}
+
+sniff_field() {
+	sed -n "s/^$2 .* $3=\([^ ]*\).*/\1/p" "$SNIFF_DIR/$1"
+}
+
 rdma_fabric_up() {
-	local type=$1
+	local type=$1 planes=${2:-}
 	RDMA_A="${type}A$$"
 	RDMA_B="${type}B$$"
-	netns_pair_up || return 1
+	if [ -n "$planes" ]; then
+		planes_up "$planes" || return 1
+	else
+		netns_pair_up || return 1
+	fi
 	rdma_in "$NS_A" link add "$RDMA_A" type "$type" netdev veth0 || return 1
 	rdma_in "$NS_B" link add "$RDMA_B" type "$type" netdev veth1 || return 1
 	wait_for 20 fabric_dev_ready "$RDMA_A" "$FABRIC_IP_A" || {
@@ -88,8 +209,13 @@ rdma_fabric_up() {
 }
 
 rdma_fabric_down() {
+	[ -n "$SNIFF_PID" ] && kill "$SNIFF_PID" 2>/dev/null
+	[ -n "$SNIFF_DIR" ] && rm -rf "$SNIFF_DIR"
 	[ -n "$RDMA_A" ] && cleanup_links "$RDMA_A" "$RDMA_B"
 	netns_pair_down
+	ip netns del "$NS_RA" 2>/dev/null
+	ip netns del "$NS_RB" 2>/dev/null
+	true
 }
 
 netem_both() {

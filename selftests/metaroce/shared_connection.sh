@@ -32,8 +32,7 @@ paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 8)
 ktap_plan 12
 
 dir=$(mktemp -d)
-spid=
-trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
+trap 'rdma_fabric_down; rm -rf "$dir"' EXIT
 if ! rdma_fabric_up metaroce 2>"$dir/err"; then
 	ktap_info "$(cat "$dir/err")"
 	ktap_fail "MetaRoCE devices on both ends of the veth pair"
@@ -41,48 +40,29 @@ if ! rdma_fabric_up metaroce 2>"$dir/err"; then
 fi
 ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
 
-sniff_start() {
-	rm -f "$dir/$1" "$dir/$1.ready"
-	ip netns exec "$NS_B" python3 "$here/udp_sniff.py" veth1 "$dir/$1" &
-	spid=$!
-	wait_for 20 test -e "$dir/$1.ready"
-}
-
-sniff_stop() {
-	kill -TERM "$spid" 2>/dev/null
-	wait "$spid" 2>/dev/null
-	spid=
-	while IFS= read -r l; do ktap_info "wire: $l"; done <"$dir/$1"
-}
-
-# field RUN DIRECTION NAME: a counter of one direction of a run.
-field() {
-	sed -n "s/^$2 .* $3=\([^ ]*\).*/\1/p" "$dir/$1"
-}
-
 ab="$FABRIC_IP_A>$FABRIC_IP_B"
 ba="$FABRIC_IP_B>$FABRIC_IP_A"
 
 sniff_start run1
 integrity_point "integrity: 4 QPs between the two hosts" pass -n 2 -q 4 -s 64K -t 60
 sniff_stop run1
-conn1=$(field run1 "$ab" conns)
+conn1=$(sniff_field run1 "$ab" conns)
 ktap_info "paths=$paths; A->B connection id $conn1"
 check "hellos both ways before the first data" \
-	test "$(field run1 "$ab" hello)" -ge 1 -a "$(field run1 "$ba" hello)" -ge 1
+	test "$(sniff_field run1 "$ab" hello)" -ge 1 -a "$(sniff_field run1 "$ba" hello)" -ge 1
 check "the four QPs' data carry one connection id" \
 	test -n "$conn1" -a "$conn1" != - -a "${conn1#*,}" = "$conn1"
 check "the four QPs are streams of it (at least 4 stream ids)" \
-	test "$(field run1 "$ab" streams)" -ge 4
+	test "$(sniff_field run1 "$ab" streams)" -ge 4
 check "no more source ports than paths=$paths" \
-	test "$(field run1 "$ab" sports)" -ge 1 -a "$(field run1 "$ab" sports)" -le "$paths"
+	test "$(sniff_field run1 "$ab" sports)" -ge 1 -a "$(sniff_field run1 "$ab" sports)" -le "$paths"
 
 sniff_start run2
 integrity_point "integrity: 4 new QPs" pass -n 2 -q 4 -s 64K -t 60
 sniff_stop run2
 check "new QPs use the same connection, without a hello" \
-	test "$(field run2 "$ab" conns)" = "$conn1" -a "$(field run2 "$ab" hello)" = 0 \
-	-a "$(field run2 "$ba" hello)" = 0
+	test "$(sniff_field run2 "$ab" conns)" = "$conn1" -a "$(sniff_field run2 "$ab" hello)" = 0 \
+	-a "$(sniff_field run2 "$ba" hello)" = 0
 
 rdma_in "$NS_A" link delete "$RDMA_A"
 if rdma_in "$NS_A" link add "$RDMA_A" type metaroce netdev veth0 &&
@@ -94,9 +74,9 @@ fi
 sniff_start run3
 integrity_point "integrity: 4 QPs after A restarted" pass -n 2 -q 4 -s 64K -t 60
 sniff_stop run3
-conn3=$(field run3 "$ab" conns)
+conn3=$(sniff_field run3 "$ab" conns)
 check "a new incarnation: hellos and another connection id ($conn3)" \
-	test "$(field run3 "$ab" hello)" -ge 1 -a -n "$conn3" -a "$conn3" != - \
+	test "$(sniff_field run3 "$ab" hello)" -ge 1 -a -n "$conn3" -a "$conn3" != - \
 	-a "$conn3" != "$conn1" -a "${conn3#*,}" = "$conn3"
 check "B's kernel log says the peer restarted" \
 	bash -c "dmesg | grep -q 'peer $FABRIC_IP_A restarted'"

@@ -6,11 +6,13 @@
 
 Runs until SIGTERM or SIGINT, then writes one line per direction seen:
 
-    SADDR>DADDR data=N hello=N ack=N other=N sports=N conns=HEX,... streams=N
+    SADDR>DADDR data=N hello=N ack=N other=N sports=N conns=HEX,... streams=N ce=N echoed=N
 
 `sports`: distinct UDP source ports of data packets; `conns`: distinct
 connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
-distinct stream ids (bytes 20..24) of data packets. Needs CAP_NET_RAW; run
+distinct stream ids (bytes 20..24) of data packets; `ce`: data packets that
+arrived marked ECN CE; `echoed`: the sum of the CE counts the ACKs carry (the
+marks the receiver reports to the sender). Needs CAP_NET_RAW; run
 inside the namespace with `ip netns exec`.
 """
 
@@ -54,25 +56,32 @@ def main():
         if len(mr) < 16:
             continue
         key = "%s>%s" % (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]))
-        d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0,
-                                  "sports": set(), "conns": set(), "streams": set()})
+        d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0, "ce": 0,
+                                  "echoed": 0, "sports": set(), "conns": set(),
+                                  "streams": set()})
         ptype = mr[0] & 0x0F
         if ptype == 1 and len(mr) >= 36:
             d["data"] += 1
             d["sports"].add(sport)
             d["conns"].add(mr[4:8].hex())
             d["streams"].add(mr[20:24].hex())
+            if ip[1] & 3 == 3:
+                d["ce"] += 1
         elif ptype == 4:
             d["hello"] += 1
         elif ptype == 2:
             d["ack"] += 1
+            if len(mr) >= 50:
+                d["echoed"] += struct.unpack("!H", mr[48:50])[0]
         else:
             d["other"] += 1
     with open(out, "w") as f:
         for key, d in sorted(seen.items()):
-            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d conns=%s streams=%d\n" % (
-                key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
-                ",".join(sorted(d["conns"])) or "-", len(d["streams"])))
+            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d conns=%s streams=%d "
+                    "ce=%d echoed=%d\n" % (
+                        key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
+                        ",".join(sorted(d["conns"])) or "-", len(d["streams"]), d["ce"],
+                        d["echoed"]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,114 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# MetaRoCE on a lossy multiplane fabric (functional, not timed): hosts A and B
+# behind routers joined by four planes, ECMP hashing the UDP ports
+# (lib_netns.sh's rdma_fabric_up metaroce 4). tools/integrity's mr-integrity
+# (every operation, every byte checked) must pass, which also means no QP
+# entered the error state:
+#   - with 1% and with 10% loss and reordering on every plane;
+#   - while one plane fails mid-transfer: the transfer completes with
+#     verified data, the failed plane carries nothing afterwards and the
+#     others carry the rest (the connection's paths moved off it);
+#   - through a rate-limited bottleneck queue that marks ECN (tbf + fq_codel
+#     ecn on every plane): the queues marked packets, the receiver counted the
+#     marks and echoed them to the sender in its ACKs (udp_sniff.py on B's
+#     veth1). (That the sender's windows answer the echoes is covered by the
+#     transport core's tests, ecn_marks_shrink_the_window.)
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x "$MR_INTEGRITY" ] || skip_all "$MR_INTEGRITY is not built (make -C tools/integrity)"
+. "$top/scripts/rdma-env.sh"
+[ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
+require_tools ip rdma tc python3 sysctl
+rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+
+PLANES=4
+ktap_plan 9
+trap 'rdma_fabric_down' EXIT
+if ! rdma_fabric_up metaroce $PLANES 2>/dev/null; then
+	ktap_fail "MetaRoCE devices on hosts behind $PLANES planes"
+	ktap_finish
+fi
+ktap_ok "MetaRoCE devices on hosts behind $PLANES planes ($RDMA_A, $RDMA_B)"
+
+all_planes() {
+	local i
+	for ((i = 0; i < PLANES; i++)); do plane_qdisc "$i" "$@" || return 1; done
+}
+
+for loss in 1% 10%; do
+	if all_planes loss "$loss" delay 1ms reorder 25% 50%; then
+		integrity_point "integrity over $PLANES planes, loss $loss and reordering on each" pass \
+			-n 4 -q 2 -s 64K -t 60
+	else
+		ktap_skip "integrity over $PLANES planes, loss $loss and reordering on each" "no netem"
+	fi
+done
+all_planes
+
+# A plane fails while a long transfer runs.
+dir=$(mktemp -d)
+ip netns exec "$NS_A" timeout 280 "$MR_INTEGRITY" -d "$RDMA_A" -p 18710 \
+	-n 8 -q 2 -s 1M -t 60 >"$dir/server" 2>&1 &
+spid=$!
+sleep 1
+ip netns exec "$NS_B" timeout 280 "$MR_INTEGRITY" -d "$RDMA_B" -p 18710 \
+	-n 8 -q 2 -s 1M -t 60 "$FABRIC_IP_A" >"$dir/client" 2>&1 &
+cpid=$!
+busy() {
+	[ "$(plane_bytes 1)" -gt 200000 ]
+}
+wait_for 60 busy
+plane_down 1
+t0=$SECONDS
+sleep 2
+before=()
+for ((i = 0; i < PLANES; i++)); do before[i]=$(plane_bytes "$i"); done
+wait "$cpid"
+crc=$?
+wait "$spid"
+src=$?
+after=()
+for ((i = 0; i < PLANES; i++)); do after[i]=$(plane_bytes "$i"); done
+plane_up 1
+ktap_info "plane 1 failed; the transfer ended $((SECONDS - t0)) s later, client rc $crc, server rc $src"
+grep -h "PASS\|FAIL" "$dir/client" | while IFS= read -r l; do ktap_info "client: $l"; done
+moved=0
+for ((i = 0; i < PLANES; i++)); do
+	ktap_info "plane $i: $((after[i] - before[i])) bytes from 2 s after the failure to the end"
+	[ "$i" != 1 ] && moved=$((moved + after[i] - before[i]))
+done
+check "the transfer completes with verified data though plane 1 failed" \
+	eval '[ $crc = 0 ] && [ $src = 0 ] && grep -q "^mr-integrity: PASS" "$dir/client"'
+check "the failed plane carries nothing after it failed" test "$((after[1] - before[1]))" -eq 0
+check "the other planes carry the rest (over 1 MB)" test "$moved" -gt 1000000
+rm -rf "$dir"
+
+# ECN: a bottleneck queue on every plane that marks instead of dropping.
+PLANE_RATE=2mbit all_planes
+sniff_start ecn
+integrity_point "integrity through ECN-marking bottlenecks ($PLANES x 2 Mbit/s)" pass \
+	-n 2 -q 2 -s 256K -t 120
+sniff_stop ecn
+marks=0
+drops=0
+for ((i = 0; i < PLANES; i++)); do
+	for ns in "$NS_RA" "$NS_RB"; do
+		s=$(tc -n "$ns" -s qdisc show dev "plane$i" | tr '\n' ' ')
+		m=$(echo "$s" | sed -n 's/.*fq_codel 3:.*ecn_mark \([0-9]*\).*/\1/p')
+		d=$(echo "$s" | sed -n 's/.*fq_codel 3:.*(dropped \([0-9]*\),.*/\1/p')
+		marks=$((marks + ${m:-0}))
+		drops=$((drops + ${d:-0}))
+	done
+done
+ab="$FABRIC_IP_A>$FABRIC_IP_B"
+ba="$FABRIC_IP_B>$FABRIC_IP_A"
+ktap_info "fq_codel: $marks packets marked CE, $drops dropped"
+check "the bottleneck queues marked packets CE" test "$marks" -gt 0
+check "the receivers counted the marks and echoed them in ACKs" \
+	test "$(( $(sniff_field ecn "$ab" ce) + $(sniff_field ecn "$ba" ce) ))" -gt 0 \
+	-a "$(( $(sniff_field ecn "$ab" echoed) + $(sniff_field ecn "$ba" echoed) ))" -gt 0
+ktap_finish
