@@ -20,7 +20,7 @@ ifneq ($(filter command line environment,$(origin KDIR)),)
 -include $(KDIR)/metaroce-kbuild.mk
 endif
 
-.PHONY: all modules kclient clean setup kernel check check-user demo help \
+.PHONY: all modules kclient clean setup kernel check check-user demo bench help \
 	stock-kernel stock check-stock provider
 .PHONY: sim-loss sim-planes sim-plane-failure sim-incast sim-quick
 
@@ -80,6 +80,13 @@ stock:
 check-stock:
 	scripts/check-stock.sh
 
+# MetaRoCE against rdma_rxe in one boot of Debian's stock (non-debug) kernel:
+# perftest on the direct and multiplane topologies; table, CSV and PNG in
+# out/bench-DATE/ (Documentation/performance.md). BENCH_REPEAT=N (default 3),
+# BENCH_FILTER=REGEX (only matching points).
+bench:
+	scripts/bench.sh
+
 # The fabric simulator (tools/sim): each scenario prints a JSON summary as its
 # last line and writes CSV + SVG into out/sim/<scenario>/.
 # SIM_TRANSPORT=roce|metaroce|both; SIM_ARGS for more (e.g. --seed 2 --strict).
@@ -108,6 +115,7 @@ help:
 	@echo "make stock      build metaroce.ko for Debian's stock kernel (KERNELRELEASE=...)"
 	@echo "make stock-kernel  prepare the stock kernel's Rust metadata; prints its directory"
 	@echo "make check-stock   boot Debian's stock kernel: DKMS install, modprobe, selftests"
+	@echo "make bench      MetaRoCE vs rdma_rxe on Debian's stock kernel, one boot: table, CSV, PNG"
 	@echo "make sim-loss   simulator: one flow, goodput vs random loss (0..10%)"
 	@echo "make sim-planes simulator: 64 hosts, 1/2/4/8 planes, 4,032 connections"
 	@echo "make sim-plane-failure  simulator: 4 planes, one fails mid-run"

@@ -1739,9 +1739,10 @@ mod tests {
         assert_eq!(patience_ns(0, 7), None);
         // perftest's and ibv_rc_pingpong's 14/7 is 0.54 s: raised to 10 s.
         assert_eq!(patience_ns(14, 7), Some(MIN_DEAD_NS));
+        // 4.096 us << 21 is 8.6 s, << 22 is 17.2 s.
+        assert_eq!(patience_ns(21, 0), Some(MIN_DEAD_NS));
+        assert_eq!(patience_ns(22, 0), Some(4096u64 << 22));
         assert_eq!(patience_ns(22, 7), Some((4096u64 << 22) * 8));
-        assert_eq!(patience_ns(22, 0), Some(MIN_DEAD_NS));
-        assert_eq!(patience_ns(24, 0), Some(4096u64 << 24));
         // Out-of-range attributes do not overflow.
         assert!(patience_ns(255, 255).is_some_and(|p| p >= MIN_DEAD_NS));
     }

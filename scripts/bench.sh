@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make bench`: MetaRoCE against rdma_rxe, side by side in one VM boot of a
+# kernel without debug options (Debian's stock kernel, prepared as for `make
+# check-stock`: scripts/stock-prepare.sh), so that KASAN and lockdep do not
+# dominate. The guest runs tools/bench/fabric-bench.sh (perftest over both
+# transports on the same topologies); the host then prints the table and
+# writes bench.csv (every run), summary.csv and bench.png
+# (tools/bench/report.py) into out/bench-DATE/.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+start=$(date +%s)
+out="$TOP/out/bench-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out/guest"
+log "results and logs: $out"
+point() { # point OK|FAIL NAME: only failures matter here
+	[ "$1" = OK ] || log "FAILED: $2"
+}
+report() {
+	log "FAILED: logs in $out"
+	exit 1
+}
+. "$TOP/scripts/stock-prepare.sh"
+
+# The plot needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
+py=python3
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+	log "installing python3-matplotlib (for the plot)"
+	SUDO=
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+		python3-matplotlib >"$out/matplotlib.log" 2>&1 || log "no matplotlib: no plot"
+fi
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+
+# The guest's user space: perftest and rdma-core 65.0 with the provider.
+prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") || {
+	log "rdma-core build failed: $out/rdma-core-build.log"
+	exit 1
+}
+log "booting Debian's $krel; the benchmark takes about 20 minutes (TCG)"
+METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-3600} \
+METAROCE_VM_APPEND="${METAROCE_VM_APPEND:-} mrvm.modules=$tree" \
+METAROCE_VM_INITRD="$out/initramfs.cpio" "$TOP/scripts/vm-run.sh" "$STOCK_VMLINUZ" "$out/guest" \
+	"METAROCE_RDMA_PREFIX=$prefix" \
+	"BENCH_REPEAT=${BENCH_REPEAT:-3}" "BENCH_FILTER=${BENCH_FILTER:-}" \
+	"$TOP/tools/bench/fabric-bench.sh" "$out/guest" >"$out/vm.log" 2>&1
+log "VM exited with $? after $(($(date +%s) - start)) s in all"
+[ -s "$out/guest/bench.csv" ] || {
+	log "no results: see $out/vm.log"
+	exit 1
+}
+cp "$out/guest/bench.csv" "$out/bench.csv"
+{
+	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
+		"$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); guest: QEMU TCG, kernel $krel"
+	"$py" "$TOP/tools/bench/report.py" "$out/bench.csv" --out "$out"
+} | tee "$out/table.txt"
