@@ -130,7 +130,7 @@ for planes in 1 2 4 8; do
 	point "write_bw $planes planes" bw ib_write_bw "${bw[@]}"
 	if [ "$planes" = 4 ]; then
 		plane_down 1
-		point "write_bw 4 planes, 1 failed" bw ib_write_bw "${bw[@]}"
+		point "write_bw 4 planes 1 failed" bw ib_write_bw "${bw[@]}"
 		plane_up 1
 	fi
 	devices_down
