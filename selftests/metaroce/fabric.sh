@@ -64,7 +64,7 @@ busy() {
 wait_for 60 busy
 plane_down 1
 t0=$SECONDS
-sleep 2
+# From the failure on (on Debian's kernel the rest takes about 3 s).
 before=()
 for ((i = 0; i < PLANES; i++)); do before[i]=$(plane_bytes "$i"); done
 wait "$cpid"
@@ -78,7 +78,7 @@ ktap_info "plane 1 failed; the transfer ended $((SECONDS - t0)) s later, client 
 grep -h "PASS\|FAIL" "$dir/client" | while IFS= read -r l; do ktap_info "client: $l"; done
 moved=0
 for ((i = 0; i < PLANES; i++)); do
-	ktap_info "plane $i: $((after[i] - before[i])) bytes from 2 s after the failure to the end"
+	ktap_info "plane $i: $((after[i] - before[i])) bytes from the failure to the end"
 	[ "$i" != 1 ] && moved=$((moved + after[i] - before[i]))
 done
 check "the transfer completes with verified data though plane 1 failed" \
@@ -108,7 +108,10 @@ ab="$FABRIC_IP_A>$FABRIC_IP_B"
 ba="$FABRIC_IP_B>$FABRIC_IP_A"
 ktap_info "fq_codel: $marks packets marked CE, $drops dropped"
 check "the bottleneck queues marked packets CE" test "$marks" -gt 0
-check "the receivers counted the marks and echoed them in ACKs" \
-	test "$(( $(sniff_field ecn "$ab" ce) + $(sniff_field ecn "$ba" ce) ))" -gt 0 \
-	-a "$(( $(sniff_field ecn "$ab" echoed) + $(sniff_field ecn "$ba" echoed) ))" -gt 0
+# The sniffer sits at B: it sees the marks on A's data arrive (ce) but not
+# those on B's data, marked later on the way; the ACKs of both receivers pass
+# it, with the marks each counted (echoed).
+echoed=$(( $(sniff_field ecn "$ab" echoed) + $(sniff_field ecn "$ba" echoed) ))
+ktap_info "ACKs echoed $echoed marks; $(sniff_field ecn "$ab" ce) marked packets of A's reached B"
+check "the receivers counted the marks and echoed them in ACKs" test "$echoed" -gt 0
 ktap_finish
