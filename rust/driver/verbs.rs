@@ -360,11 +360,10 @@ fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
 
 impl UdpHandler for Shared {
     fn owns(&self, pkt: &RxPacket<'_>) -> bool {
-        let (Some(&b0), Some(id)) = (pkt.payload.first(), pkt.payload.get(4..8)) else {
+        let Some((ptype, conn)) = wire::peek(pkt.payload) else {
             return false;
         };
-        let conn = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
-        let hello = b0 & 0x0f == PacketType::Hello as u8;
+        let hello = ptype == PacketType::Hello;
         self.tables
             .lock()
             .peers
@@ -793,10 +792,14 @@ impl Peer {
         if ps.dead {
             return;
         }
-        if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
-            self.on_hello(&mut ps, h.epoch, h.common.conn);
-            self.pump(timer, &mut ps);
-            return;
+        // Only a hello is decoded here; everything else once, by the
+        // connection (which also counts a malformed hello it is handed).
+        if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
+            if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
+                self.on_hello(&mut ps, h.epoch, h.common.conn);
+                self.pump(timer, &mut ps);
+                return;
+            }
         }
         let ps = &mut *ps;
         let r = ps.conn.on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);

@@ -393,6 +393,29 @@ impl Writer<'_> {
     }
 }
 
+fn packet_type(v: u8) -> Option<PacketType> {
+    Some(match v {
+        1 => PacketType::Data,
+        2 => PacketType::Ack,
+        3 => PacketType::Nak,
+        4 => PacketType::Hello,
+        _ => return None,
+    })
+}
+
+/// The type and connection id of a datagram, read from its common header
+/// without decoding the rest (for dispatch); `None` if it is too short or of
+/// another version or an unknown type. [`decode`] still checks the packet.
+pub fn peek(buf: &[u8]) -> Option<(PacketType, u32)> {
+    let b0 = *buf.first()?;
+    if b0 >> 4 != VERSION {
+        return None;
+    }
+    let ptype = packet_type(b0 & 0x0f)?;
+    let id = buf.get(4..8)?;
+    Some((ptype, u32::from_be_bytes([id[0], id[1], id[2], id[3]])))
+}
+
 /// Decodes one datagram (the UDP payload).
 pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
     let mut r = Reader { buf, pos: 0 };
@@ -400,13 +423,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
     if b0 >> 4 != VERSION {
         return Err(DecodeError::Version(b0 >> 4));
     }
-    let ptype = match b0 & 0x0f {
-        1 => PacketType::Data,
-        2 => PacketType::Ack,
-        3 => PacketType::Nak,
-        4 => PacketType::Hello,
-        t => return Err(DecodeError::PacketType(t)),
-    };
+    let ptype = packet_type(b0 & 0x0f).ok_or(DecodeError::PacketType(b0 & 0x0f))?;
     let flags = r.u8()?;
     let common = Common {
         ptype,
@@ -941,5 +958,23 @@ mod tests {
         // A void packet with bytes after it is refused.
         buf[COMMON_LEN + 3] = 1;
         assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::Bounds));
+    }
+
+    #[test]
+    fn peek_reads_type_and_connection_only() {
+        let hello = HelloHeader {
+            common: common(PacketType::Hello, 0),
+            epoch: 9,
+        };
+        let mut buf = [0u8; 64];
+        let n = encode_hello(&hello, &mut buf).unwrap();
+        assert_eq!(peek(&buf[..n]), Some((PacketType::Hello, 0xdead_beef)));
+        // Only the common header's first 8 bytes are read.
+        assert_eq!(peek(&buf[..8]), Some((PacketType::Hello, 0xdead_beef)));
+        assert_eq!(peek(&buf[..7]), None);
+        buf[0] = (VERSION << 4) | 9;
+        assert_eq!(peek(&buf[..n]), None);
+        buf[0] = (2 << 4) | 1;
+        assert_eq!(peek(&buf[..n]), None);
     }
 }
