@@ -24,12 +24,7 @@ dir=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
 
-if ! rdma_fabric_up metaroce 2>"$dir/err"; then
-	ktap_info "$(cat "$dir/err")"
-	ktap_fail "MetaRoCE devices on both ends of the veth pair"
-	ktap_finish
-fi
-ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+fabric_point metaroce
 
 gid_a=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
 gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
@@ -41,15 +36,8 @@ ip netns exec "$NS_B" ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p 18950 \
 	-s 4096 -n 100000000 "$FABRIC_IP_A" >"$dir/b" 2>&1 &
 pids+=($!)
 
-moving() {
-	local a b
-	a=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
-	sleep 1
-	b=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
-	[ "$b" -gt $((a + 4096)) ]
-}
-wait_for 30 moving
-check "ibv_rc_pingpong runs between the namespaces" moving
+wait_for 30 veth0_moving 4096
+check "ibv_rc_pingpong runs between the namespaces" veth0_moving 4096
 
 netem_both loss 100%
 t0=$SECONDS

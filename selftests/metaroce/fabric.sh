@@ -28,11 +28,7 @@ rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 PLANES=4
 ktap_plan 9
 trap 'rdma_fabric_down' EXIT
-if ! rdma_fabric_up metaroce $PLANES 2>/dev/null; then
-	ktap_fail "MetaRoCE devices on hosts behind $PLANES planes"
-	ktap_finish
-fi
-ktap_ok "MetaRoCE devices on hosts behind $PLANES planes ($RDMA_A, $RDMA_B)"
+fabric_point metaroce $PLANES
 
 all_planes() {
 	local i

@@ -25,11 +25,7 @@ rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 ktap_plan 4
 trap '[ -d /sys/module/metaroce_kclient ] && rmmod metaroce_kclient; rdma_fabric_down' EXIT
-if ! rdma_fabric_up metaroce 2>/dev/null; then
-	ktap_fail "MetaRoCE devices on both ends of the veth pair"
-	ktap_finish
-fi
-ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+fabric_point metaroce
 
 for dev in "$RDMA_A" "$RDMA_B"; do
 	if insmod "$ko" dev="$dev" iters=32 2>/dev/null; then

@@ -20,6 +20,10 @@
 #                         the UDP ports (fib_multipath_hash_policy 1): every
 #                         UDP source port picks a plane, as ECMP does
 #   rdma_fabric_down      delete the devices and the namespaces
+#   fabric_point TYPE [PLANES]
+#                         rdma_fabric_up as the first test point; on failure
+#                         it reports why and ends the script (ktap_finish)
+#   veth0_moving BYTES    whether A's veth0 sends more than BYTES in a second
 #   plane_qdisc I ARGS... on both ends of plane I: netem ARGS (loss, delay,
 #                         reordering; may be empty), then, if $PLANE_RATE is
 #                         set (e.g. 40mbit), a token bucket at that rate whose
@@ -206,6 +210,32 @@ rdma_fabric_up() {
 		echo "rdma_fabric_up: $RDMA_B did not become ready" >&2
 		return 1
 	}
+}
+
+fabric_point() {
+	local err rc name=$1 what
+	[ "$1" = metaroce ] && name=MetaRoCE
+	what="$name devices on both ends of the veth pair"
+	[ -n "${2:-}" ] && what="$name devices on hosts behind $2 planes"
+	err=$(mktemp)
+	rdma_fabric_up "$@" 2>"$err"
+	rc=$?
+	if [ $rc != 0 ]; then
+		[ -s "$err" ] && ktap_info "$(cat "$err")"
+		rm -f "$err"
+		ktap_fail "$what"
+		ktap_finish
+	fi
+	rm -f "$err"
+	ktap_ok "$what ($RDMA_A, $RDMA_B)"
+}
+
+veth0_moving() {
+	local a b
+	a=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	sleep 1
+	b=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	[ "$b" -gt $((a + $1)) ]
 }
 
 rdma_fabric_down() {

@@ -31,14 +31,8 @@ paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 8)
 
 ktap_plan 12
 
-dir=$(mktemp -d)
-trap 'rdma_fabric_down; rm -rf "$dir"' EXIT
-if ! rdma_fabric_up metaroce 2>"$dir/err"; then
-	ktap_info "$(cat "$dir/err")"
-	ktap_fail "MetaRoCE devices on both ends of the veth pair"
-	ktap_finish
-fi
-ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+trap 'rdma_fabric_down' EXIT
+fabric_point metaroce
 
 ab="$FABRIC_IP_A>$FABRIC_IP_B"
 ba="$FABRIC_IP_B>$FABRIC_IP_A"

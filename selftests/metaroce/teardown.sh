@@ -41,11 +41,7 @@ traffic() {
 
 # moving: whether packets flow on veth0 now (its byte counter grows).
 moving() {
-	local a b
-	a=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
-	sleep 1
-	b=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
-	[ "$b" -gt $((a + 65536)) ]
+	veth0_moving 65536
 }
 
 stop_traffic() {

@@ -50,12 +50,7 @@ pingpong() {
 
 ktap_plan 8
 
-if ! rdma_fabric_up metaroce 2>"$logs/setup"; then
-	ktap_info "$(cat "$logs/setup")"
-	ktap_fail "MetaRoCE devices on both ends of the veth pair"
-	ktap_finish
-fi
-ktap_ok "MetaRoCE devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+fabric_point metaroce
 GID_A=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
 GID_B=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 
