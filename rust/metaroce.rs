@@ -30,8 +30,8 @@ module! {
     alias: ["rdma-link-metaroce"],
     params: {
         paths: u32 {
-            default: 8,
-            description: "Paths (UDP source ports) each connection sprays over, 1 to 8",
+            default: 16,
+            description: "Paths (UDP source ports) each connection sprays over, 1 to 16",
         },
     },
 }

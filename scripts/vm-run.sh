@@ -38,12 +38,21 @@ accel=tcg
 if [ "${METAROCE_KVM:-0}" = 1 ]; then accel=kvm; else accel=tcg,thread=multi; fi
 
 # The command travels base64-encoded on the kernel command line. (The prefix is
-# not "metaroce.": modprobe would hand such options to the module.)
-cmd=$(printf '%s' "$*" | base64 -w0)
+# not "metaroce.": modprobe would hand such options to the module.) One
+# argument is a shell command line as it is; several are quoted one by one,
+# so that an argument with spaces (BENCH_FILTER='a|b c') stays one word.
+if [ $# = 1 ]; then line=$1; else line=$(printf '%q ' "$@"); fi
+cmd=$(printf '%s' "$line" | base64 -w0)
 append="console=ttyS0 root=/dev/root rootfstype=9p"
 append+=" rootflags=trans=virtio,version=9p2000.L,msize=512000,access=any,cache=loose"
 append+=" ro panic=-1 oops=panic init=$TOP/scripts/guest-init.sh"
 append+=" mrvm.rwdir=$rwdir mrvm.cmd=$cmd mrvm.cwd=$TOP"
+# Under TCG the clocksource watchdog sees the TSC drift against the HPET by a
+# fraction of a percent and switches the guest to the HPET, whose every read
+# is an emulated MMIO access: each clock read then costs microseconds, which
+# the data path of both RDMA transports pays. The guest's TSC is QEMU's clock,
+# so it is kept.
+append+=" tsc=reliable"
 append+=" ${METAROCE_VM_APPEND:-}"
 
 # isa-debug-exit makes QEMU exit with status 1 when the guest is done: that

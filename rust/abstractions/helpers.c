@@ -173,6 +173,21 @@ void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns)
 	hrtimer_start(timer, ns_to_ktime(ns), HRTIMER_MODE_REL_SOFT);
 }
 
+void mr_init_work(struct work_struct *work, work_func_t fn)
+{
+	INIT_WORK(work, fn);
+}
+
+bool mr_queue_work_dfl(struct work_struct *work)
+{
+	return queue_work(system_dfl_wq, work);
+}
+
+bool mr_cancel_work_sync(struct work_struct *work)
+{
+	return cancel_work_sync(work);
+}
+
 u64 mr_ktime_get_ns(void)
 {
 	return ktime_get_ns();

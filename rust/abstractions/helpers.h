@@ -11,6 +11,7 @@
 #include <rdma/ib_umem.h>
 #include <linux/highmem.h>
 #include <linux/hrtimer.h>
+#include <linux/workqueue.h>
 #include <linux/scatterlist.h>
 #include <linux/skbuff.h>
 #include <linux/udp.h>
@@ -60,6 +61,9 @@ struct net *mr_sock_net(const struct sock *sk);
 void *mr_net_generic(const struct net *net, unsigned int id);
 unsigned int mr_rt_headroom(struct rtable *rt);
 void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns);
+void mr_init_work(struct work_struct *work, work_func_t fn);
+bool mr_queue_work_dfl(struct work_struct *work);
+bool mr_cancel_work_sync(struct work_struct *work);
 u64 mr_ktime_get_ns(void);
 
 #endif

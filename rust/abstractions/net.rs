@@ -15,7 +15,7 @@ use kernel::{
     error::to_result,
     ffi::c_int,
     prelude::*,
-    sync::Arc,
+    sync::{Arc, ArcBorrow},
     types::Opaque,
 };
 
@@ -369,25 +369,40 @@ pub(crate) fn random_u32() -> u32 {
     unsafe { bindings::get_random_u32() }
 }
 
-/// Called when a [`Timer`] expires, in softirq context.
+/// What runs when a [`Timer`] expires or is kicked.
 pub(crate) trait TimerHandler: Send + Sync + 'static {
-    /// `timer` expired (it may be started again from here).
+    /// `timer` expired, in softirq context (it may be started again or
+    /// kicked from here).
     fn expired(timer: &Timer<Self>)
+    where
+        Self: Sized;
+
+    /// `timer` was kicked ([`Timer::kick`]): runs on a worker thread, in
+    /// process context (it may be started again or kicked from here).
+    fn kicked(timer: &Timer<Self>)
     where
         Self: Sized;
 }
 
-/// A high-resolution timer with data `T` (`struct hrtimer`, soft mode).
+/// A high-resolution timer with data `T` (`struct hrtimer`, soft mode), and
+/// a work item that runs a handler on a worker thread of the kernel's
+/// default unbound workqueue ([`Timer::kick`]).
 ///
 /// # Invariants
 ///
-/// `timer` was set up with `Self::expired` as its function; it is cancelled
-/// before the memory goes away.
+/// Every `Timer` lives in an [`Arc`] ([`Timer::new_arc`] is the only way to
+/// make one). `timer` was set up with `Self::expired` as its function; it is
+/// cancelled before the memory goes away. `work` was set up with
+/// `Self::worked`; while it is pending it owns one reference of that `Arc`
+/// (taken by `kick`, given back by `worked` or `stop`), so the memory cannot
+/// go away under it.
 #[pin_data(PinnedDrop)]
 #[repr(C)]
 pub(crate) struct Timer<T: TimerHandler> {
     #[pin]
     timer: Opaque<bindings::hrtimer>,
+    #[pin]
+    work: Opaque<bindings::work_struct>,
     data: T,
     _p: PhantomData<T>,
 }
@@ -407,8 +422,12 @@ impl<T: TimerHandler> core::ops::Deref for Timer<T> {
 }
 
 impl<T: TimerHandler> Timer<T> {
-    /// A stopped timer around `data`.
-    pub(crate) fn new(data: T) -> impl PinInit<Self> {
+    /// A stopped timer around `data`, in a new [`Arc`].
+    pub(crate) fn new_arc(data: T, flags: kernel::alloc::Flags) -> Result<Arc<Self>> {
+        Arc::pin_init(Self::init(data), flags)
+    }
+
+    fn init(data: T) -> impl PinInit<Self> {
         pin_init!(Self {
             // SAFETY: `slot` is valid for the call; the timer is set up in place
             // and never moves (pinned).
@@ -420,9 +439,58 @@ impl<T: TimerHandler> Timer<T> {
                     bindings::hrtimer_mode_HRTIMER_MODE_REL_SOFT,
                 )
             }),
+            // SAFETY: As above, for the work item.
+            work <- Opaque::ffi_init(|slot: *mut bindings::work_struct| unsafe {
+                bindings::mr_init_work(slot, Some(Self::worked))
+            }),
             data,
             _p: PhantomData,
         })
+    }
+
+    /// Runs [`TimerHandler::kicked`] soon on a worker thread (process
+    /// context, on a CPU the scheduler finds free), unless that is already
+    /// pending. Callable from any context. A system call that posts work
+    /// returns at once; what the handler sends (and the softirqs it causes on
+    /// a veth or loopback path) runs beside the caller, not in its time.
+    pub(crate) fn kick(&self) {
+        // SAFETY: `self` is inside an `Arc` (type invariant), whose count the
+        // reference `&self` keeps above zero for this call.
+        let this: Arc<Self> = unsafe { ArcBorrow::from_raw(self) }.into();
+        let raw = Arc::into_raw(this);
+        // SAFETY: The work item was set up (type invariant). When it was not
+        // pending it now is, and owns the reference leaked above.
+        let queued = unsafe { bindings::mr_queue_work_dfl(self.work.get()) };
+        if !queued {
+            // Already pending with a reference of its own: give ours back.
+            // SAFETY: `raw` came from `into_raw` just above and went nowhere.
+            drop(unsafe { Arc::from_raw(raw) });
+        }
+    }
+
+    /// Stops both the timer and the work item, waiting for a running
+    /// handler to finish. Must not be called from the handler. The handler
+    /// may be kicked again afterwards (it must then find nothing to do).
+    pub(crate) fn stop(&self) {
+        // SAFETY: The work item was set up; the call may sleep (process
+        // context is the caller's requirement).
+        if unsafe { bindings::mr_cancel_work_sync(self.work.get()) } {
+            // It was pending: the reference it owned is ours to drop.
+            // SAFETY: `kick` leaked exactly this reference for the pending
+            // run, which will not happen now.
+            drop(unsafe { Arc::from_raw(self) });
+        }
+        self.cancel();
+    }
+
+    unsafe extern "C" fn worked(w: *mut bindings::work_struct) {
+        let off = core::mem::offset_of!(Self, work);
+        // SAFETY: `w` is the `work` field of a `Self` inside an `Arc`, whose
+        // reference `kick` leaked for this run (type invariant): it is ours
+        // now, and dropping it at the end may free `Self`, which is fine
+        // since the work item is no longer used by the workqueue.
+        let this = unsafe { Arc::from_raw(w.cast::<u8>().sub(off).cast::<Self>()) };
+        T::kicked(&this);
     }
 
     /// (Re)arms the timer to fire in `ns` nanoseconds.

@@ -43,7 +43,7 @@ use kernel::{
 };
 
 /// The most paths (UDP source ports) a connection can have.
-pub(crate) const PATHS: usize = 8;
+pub(crate) const PATHS: usize = 16;
 
 type Conn = Connection<PATHS>;
 
@@ -239,8 +239,9 @@ impl Shared {
                 let mut ps = p.st.lock();
                 ps.dead = true;
                 ps.streams.clear();
+                p.log_stats(&ps);
             }
-            p.cancel();
+            p.stop();
         }
     }
 
@@ -308,13 +309,15 @@ impl Shared {
             return Ok(p);
         }
         let hs = Handshake::new(random_u32());
-        let mut conn = KBox::new(EMPTY_CONN, GFP_KERNEL)?;
+        // About 160 KiB: virtually contiguous memory will do.
+        let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL)?;
         conn.configure(conn_config(&hs, ip, mtu));
-        let node = Arc::pin_init(
-            Timer::new(Peer {
+        let node = Timer::new_arc(
+            Peer {
                 ip,
                 dev: self.clone(),
                 epoch: KAtomic::new(hs.epoch()),
+                in_flight: KAtomic::new(0),
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         PeerInner {
@@ -331,7 +334,7 @@ impl Shared {
                     ),
                     GFP_KERNEL,
                 )?,
-            }),
+            },
             GFP_KERNEL,
         )?;
         {
@@ -344,7 +347,7 @@ impl Shared {
             }
             t.peers.push(node.clone(), GFP_ATOMIC)?;
         }
-        node.pump(&node, &mut node.st.lock());
+        node.pump(&node, &mut node.st.lock(), false);
         Ok(node)
     }
 }
@@ -353,8 +356,26 @@ impl Shared {
 fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
     let mut cfg = Config::new(hs.epoch(), hs.remote(), paths(), mtu.clamp(256, 4096) as u16);
     cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
-    cfg.reorder_window = 32;
-    cfg.ack_delay_ns = 0;
+    // Each path leaves this host in order (one sending context, see
+    // `Peer::pump`), so a hole followed by 8 later packets is a loss; a
+    // fabric that reorders within a path (netem) costs a spurious resend.
+    cfg.reorder_window = 8;
+    // Scheduling delays of a few milliseconds happen (virtual machines):
+    // a path is probed after 2 ms without an answer at the earliest, and
+    // failed after two more probe periods.
+    cfg.probe_floor_us = 2_000;
+    // Losses do not shrink windows (on a lossy fabric they are rarely
+    // congestion), so without ECN marks on the way a window would grow until
+    // the receiving CPU's input backlog (netdev_max_backlog, 1000 packets on
+    // veth and loopback) drops. 256 packets stay well within it.
+    cfg.max_window = 256;
+    // An ACK for every fourth packet of a path, at once when the sender asks
+    // (it does when it cannot send more: the window is full or the message
+    // ends), on a hole, a CE mark or a duplicate, and otherwise within 50 us.
+    // Each ACK is a datagram both hosts pay for in full: acknowledging every
+    // packet made a third of the packets ACKs.
+    cfg.ack_every = 8;
+    cfg.ack_delay_ns = 500_000;
     cfg
 }
 
@@ -513,6 +534,8 @@ pub(crate) struct Peer {
     /// Our epoch (the connection id we receive on), readable without the
     /// lock by the port's dispatch.
     epoch: KAtomic<u32>,
+    /// Packets in flight after the last pump, readable without the lock.
+    in_flight: KAtomic<u32>,
     st: Pin<KBox<SpinLockBh<PeerInner>>>,
 }
 
@@ -525,7 +548,7 @@ struct Stream {
 }
 
 struct PeerInner {
-    conn: KBox<Conn>,
+    conn: KVBox<Conn>,
     hs: Handshake,
     streams: KVec<Stream>,
     /// When the next hello is due while the handshake is incomplete.
@@ -653,6 +676,18 @@ struct QpInner {
     dead: bool,
 }
 
+/// Where the request numbered `msn` is in a send queue: requests are queued
+/// with consecutive numbers and leave from the front, so its place is its
+/// distance from the first (checked; a search should that ever not hold).
+fn sq_index(sq: &[SqEntry], msn: u32) -> Option<usize> {
+    let first = sq.first()?.msn;
+    let i = msn.wrapping_sub(first) as usize;
+    if sq.get(i).is_some_and(|e| e.msn == msn) {
+        return Some(i);
+    }
+    sq.iter().position(|e| e.msn == msn)
+}
+
 fn nak_status(code: NakCode) -> WcStatus {
     match code {
         NakCode::RemoteAccess => WcStatus::RemAccessErr,
@@ -672,6 +707,26 @@ fn wc_opcode(op: &SendOp) -> WcOpcode {
 }
 
 impl Peer {
+    /// Whether nothing was in flight at the last pump.
+    fn idle(&self) -> bool {
+        self.in_flight.load(Relaxed) == 0
+    }
+
+    /// Logs what the connection did, when it had traffic (until the
+    /// counters appear in `rdma statistic`).
+    fn log_stats(&self, ps: &PeerInner) {
+        let c = ps.conn.stats();
+        if c.tx_data == 0 && c.rx_data == 0 {
+            return;
+        }
+        pr_info!(
+            "peer {}.{}.{}.{}: sent {} data, {} resent, {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            self.ip[0], self.ip[1], self.ip[2], self.ip[3],
+            c.tx_data, c.retransmits, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
+            c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
+        );
+    }
+
     /// Sends our hello now.
     fn hello(&self, ps: &PeerInner) {
         let mut buf = [0u8; 32];
@@ -684,7 +739,15 @@ impl Peer {
 
     /// Sends what the connection has to send, reports what completed and
     /// arms the timer. Called with the peer lock held (no QP lock).
-    fn pump(&self, timer: &PeerNode, ps: &mut PeerInner) {
+    ///
+    /// Data packets go out only where `data` says so: on the peer's worker
+    /// (and for a lone small request on an idle connection, in the system
+    /// call). Elsewhere (softirq, other process contexts) only ACKs and NAKs
+    /// are sent, and the worker is kicked when data may go. One sending
+    /// context keeps each path in order on the wire: transmissions from two
+    /// CPUs pass through two input backlogs (veth, loopback) and overtake each
+    /// other, which the receiver takes for loss.
+    fn pump(&self, timer: &PeerNode, ps: &mut PeerInner, data: bool) {
         if ps.dead {
             return;
         }
@@ -694,11 +757,15 @@ impl Peer {
         if ps.hs.ready() {
             // A second round when completions made room for queued requests.
             for _ in 0..2 {
-                if !self.pump_once(ps) {
+                if !self.pump_once(ps, data) {
                     break;
                 }
             }
+            if !data && ps.conn.wants_to_send() {
+                timer.kick();
+            }
             next = ps.conn.next_timeout();
+            self.in_flight.store(ps.conn.outstanding(), Relaxed);
         } else {
             if now >= ps.next_hello {
                 self.hello(ps);
@@ -713,7 +780,7 @@ impl Peer {
     }
 
     /// One round of `pump`; returns whether another may post more.
-    fn pump_once(&self, ps: &mut PeerInner) -> bool {
+    fn pump_once(&self, ps: &mut PeerInner, data: bool) -> bool {
         let PeerInner { conn, hs, streams, rr, .. } = ps;
         let n = streams.len();
         // Every stream may post; the first to do so rotates, so that one
@@ -733,7 +800,8 @@ impl Peer {
         // Bounds the due-deadline rounds, should one not move its deadline.
         let mut rounds = 0;
         loop {
-            if let Some(t) = ps.conn.poll_transmit(now, &mut hdr) {
+            let t = if data { ps.conn.poll_transmit(now, &mut hdr) } else { ps.conn.poll_control(&mut hdr) };
+            if let Some(t) = t {
                 let Some(h) = hdr.get(..t.len) else { break };
                 let Some(seg) = t.payload else {
                     self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()));
@@ -750,7 +818,7 @@ impl Peer {
                     });
                     continue;
                 }
-                let Some(e) = st.sq.iter().find(|e| e.msn == seg.msn) else { continue };
+                let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else { continue };
                 self.dev.send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
                     gather(e, pd, &tables.lock(), seg.offset, buf)
                 });
@@ -774,7 +842,7 @@ impl Peer {
             st.proven = true;
             if c.stream & 1 == 1 {
                 st.owed.retain(|o| o.msn != c.msn);
-            } else if let Some(e) = st.sq.iter_mut().find(|e| e.msn == c.msn && e.done.is_none()) {
+            } else if let Some(e) = sq_index(&st.sq, c.msn).and_then(|i| st.sq.get_mut(i)).filter(|e| e.done.is_none()) {
                 e.done = Some(c.error);
             }
         }
@@ -797,7 +865,7 @@ impl Peer {
         if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
                 self.on_hello(&mut ps, h.epoch, h.common.conn);
-                self.pump(timer, &mut ps);
+                self.pump(timer, &mut ps, false);
                 return;
             }
         }
@@ -824,7 +892,7 @@ impl Peer {
                 ps.conn.reject(h.common.path, h.stream, h.msn, code);
             }
         }
-        self.pump(timer, ps);
+        self.pump(timer, ps, false);
     }
 
     /// Fails the queue pairs waiting on a peer that has been silent for
@@ -912,12 +980,24 @@ impl Peer {
 
 impl TimerHandler for Peer {
     fn expired(node: &PeerNode) {
+        Peer::on_timer(node, false);
+    }
+
+    fn kicked(node: &PeerNode) {
+        Peer::on_timer(node, true);
+    }
+}
+
+impl Peer {
+    /// The timer fired (softirq: control only) or the worker was kicked
+    /// (`data`: everything that may go).
+    fn on_timer(node: &PeerNode, data: bool) {
         let mut ps = node.st.lock();
         if ps.dead {
             return;
         }
         ps.conn.on_timeout(now_ns());
-        node.pump(node, &mut ps);
+        node.pump(node, &mut ps, data);
     }
 }
 
@@ -1375,7 +1455,7 @@ impl Qp {
         ps.streams.retain(|s| s.qpn != n.qpn);
         ps.conn.cancel_stream(requests(dest), NakCode::RemoteOperation);
         ps.conn.cancel_stream(responses(dest), NakCode::RemoteOperation);
-        peer.pump(&peer, &mut ps);
+        peer.pump(&peer, &mut ps, false);
     }
 
     pub(crate) fn modify(&self, m: &QpModify) -> Result {
@@ -1460,7 +1540,7 @@ impl Qp {
         };
         // RTS: requests posted before may go now.
         if let Some(p) = peer {
-            p.pump(&p, &mut p.st.lock());
+            p.pump(&p, &mut p.st.lock(), false);
         }
         Ok(())
     }
@@ -1561,7 +1641,10 @@ impl Qp {
             }
             return Err(EINVAL);
         };
-        let mut ps = peer.st.lock();
+        // The peer's lock only when the queue pair fails here: a request
+        // that is accepted is queued under the queue pair's lock alone, and
+        // the connection takes it on its worker or its next pump.
+        let mut ps = (!local_ok).then(|| peer.st.lock());
         {
             let mut st = n.st.lock();
             if st.state == QpState::Err {
@@ -1574,7 +1657,7 @@ impl Qp {
             if st.sq.len() >= n.caps.max_send_wr as usize {
                 return Err(ENOMEM);
             }
-            if !local_ok {
+            if let Some(ps) = ps.as_mut() {
                 let wc = n.wc(wr.wr_id, WcStatus::LocProtErr, wc_opcode(&wr.op), 0, None, st.dest_qp);
                 n.scq.push(wc, false);
                 n.to_error(&mut st, &mut ps.conn);
@@ -1615,7 +1698,15 @@ impl Qp {
                 st.next_rsn = st.next_rsn.wrapping_add(1);
             }
         }
-        peer.pump(&peer, &mut ps);
+        // Sending moves to a worker thread: the caller (often a user polling
+        // loop) gets its CPU back, and the transmissions and the softirqs they
+        // cause run on another one. A lone small request is sent at once, so
+        // that a ping-pong does not wait for a worker to wake up.
+        if len <= u64::from(n.st.lock().mtu) && peer.idle() {
+            peer.pump(&peer, &mut peer.st.lock(), true);
+        } else {
+            peer.kick();
+        }
         Ok(())
     }
 

@@ -4,17 +4,23 @@
 # the same perftest commands over MetaRoCE and over rdma_rxe, on the same
 # topologies (selftests/metaroce/lib_netns.sh), each point BENCH_REPEAT times.
 # Appends one CSV row per run to OUT/bench.csv:
-#   point,transport,repeat,value,unit,perftest_value
+#   point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq
 # value: Gb/s for bandwidth (bytes moved x 8 / measured duration, from
 # perftest's iteration count), microseconds for latency (perftest's t_avg);
 # perftest_value: the figure perftest printed (its clock calibration may fail
-# under TCG); value is empty when the run failed or timed out.
+# under TCG); value is empty when the run failed or timed out;
+# cpu_*: the share of all vCPUs' time, in percent, that was not idle, that
+# went to user space, to the kernel and to softirqs, while the client ran
+# (from /proc/stat).
 #
 #   fabric-bench.sh OUT
 # Environment: BENCH_REPEAT (3), BENCH_DURATION (seconds per bandwidth run, 4),
 # BENCH_SIZE (bytes per message, 65536), BENCH_PLANE_RATE (per-plane limit for
 # the plane points, 40mbit), BENCH_FILTER (an extended regular expression:
-# only the points whose name matches).
+# only the points whose name matches), BENCH_PERF (1: a flat kernel and user
+# profile of the whole guest during every bandwidth run, with perf's cpu-clock
+# sampling, written as OUT/perf-POINT-TRANSPORT-REPEAT.txt; needs perf, and
+# the server waits on perf's start, so the figures are not the plain ones).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +37,33 @@ rate=${BENCH_PLANE_RATE:-40mbit}
 csv=$out/bench.csv
 logs=$(mktemp -d)
 port=19000
-echo "point,transport,repeat,value,unit,perftest_value" >"$csv"
+echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq" >"$csv"
+
+# cpu_times: the summed CPU line of /proc/stat (user nice system idle iowait
+# irq softirq steal ...), in clock ticks.
+cpu_times() {
+	awk '$1 == "cpu" { $1 = ""; print; exit }' /proc/stat
+}
+
+# backlog_drops: packets the guest's CPUs dropped for a full input backlog
+# (netdev_max_backlog; where veth and loopback traffic queues), so far.
+backlog_drops() {
+	local n=0 processed dropped rest
+	while read -r processed dropped rest; do n=$((n + 16#$dropped)); done </proc/net/softnet_stat
+	echo "$n"
+}
+
+# cpu_share BEFORE AFTER: "busy,user,system,softirq" in percent between two
+# cpu_times.
+cpu_share() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		n = split(a, x); split(b, y); total = 0
+		for (i = 1; i <= n; i++) { d[i] = y[i] - x[i]; total += d[i] }
+		if (total <= 0) { print ",,,"; exit }
+		printf "%.0f,%.0f,%.0f,%.0f", 100 * (total - d[4] - d[5]) / total,
+			100 * (d[1] + d[2]) / total, 100 * d[3] / total, 100 * d[7] / total
+	}'
+}
 
 modprobe rdma_rxe 2>/dev/null || rdma_type_load rxe
 modprobe metaroce 2>/dev/null || rdma_type_load metaroce
@@ -58,7 +90,7 @@ listening() {
 
 # run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row.
 run_once() {
-	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid line value="" pf=""
+	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid line value="" pf="" c0 d0 t0 cpu
 	shift 5
 	if [ "$type" = metaroce ]; then da=$RDMA_A db=$RDMA_B; else da=$RXE_A db=$RXE_B; fi
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
@@ -68,8 +100,16 @@ run_once() {
 		>"$logs/server" 2>&1 &
 	spid=$!
 	wait_for 20 listening "$NS_A" "$port"
+	profile_start "$point-$type-$rep" "$kind"
+	c0=$(cpu_times)
+	d0=$(backlog_drops)
+	t0=$(date +%s%N)
 	ip netns exec "$NS_B" timeout 30 "$env" "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
 		"$FABRIC_IP_A" >"$logs/client" 2>&1
+	cpu=$(cpu_share "$c0" "$(cpu_times)")
+	t0=$((($(date +%s%N) - t0) / 1000000))
+	d0=$(($(backlog_drops) - d0))
+	profile_end
 	wait "$spid"
 	line=$(awk 'seen && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ { $1 = $1; print; exit }
 		$1 == "#bytes" { seen = 1 }' "$logs/client")
@@ -85,9 +125,32 @@ run_once() {
 			pf=$5 ;;
 		esac
 	fi
-	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf" >>"$csv"
-	echo "# $point $type #$rep: ${value:-failed}"
+	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$cpu" >>"$csv"
+	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops)"
 	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
+}
+
+# profile_start NAME KIND: with BENCH_PERF=1, starts a system-wide profile
+# for the coming bandwidth run; profile_end writes it, symbols hottest first,
+# into OUT/perf-NAME.txt. (perf takes seconds to start under TCG.)
+profile_start() {
+	prof=
+	[ "${BENCH_PERF:-0}" = 1 ] && [ "$2" = bw ] && command -v perf >/dev/null || return 0
+	prof="$out/perf-$(tr -c 'A-Za-z0-9.\n-' _ <<<"$1")"
+	# The data file on tmpfs: perf cannot finish one on the 9p share.
+	perf record -q -a -e cpu-clock -F 499 -o "$logs/perf.data" -- sleep $((dur + 1)) \
+		>"$prof.err" 2>&1 &
+	prof_pid=$!
+	sleep 3
+}
+
+profile_end() {
+	[ -n "$prof" ] || return 0
+	wait "$prof_pid"
+	perf report -i "$logs/perf.data" --stdio --no-children --sort dso,sym 2>>"$prof.err" |
+		grep -v '^#' | grep -v '^$' | head -80 >"$prof.txt"
+	rm -f "$logs/perf.data"
+	[ -s "$prof.txt" ] && rm -f "$prof.err"
 }
 
 # point NAME KIND PROG ARGS...: both transports, BENCH_REPEAT times each,
@@ -109,6 +172,12 @@ bw=(-s "$size" -D "$dur")
 
 echo "# direct: the hosts joined by one veth pair"
 devices_up || { echo "# no fabric"; exit 1; }
+# netem as the root qdisc of both ends, dropping nothing: what the emulator
+# itself costs (every packet through its queue), the reference for the loss
+# points' cost beyond it.
+netem_both loss 0%
+point "write_bw netem 0%" bw ib_write_bw "${bw[@]}"
+netem_clear
 for loss in 0 0.1 1 5 10; do
 	if [ "$loss" != 0 ]; then netem_both loss "$loss%"; fi
 	point "write_bw loss $loss%" bw ib_write_bw "${bw[@]}"

@@ -28,8 +28,9 @@
 //! alone do not, since on these fabrics loss is rarely congestion.
 //!
 //! Receiver: each path keeps its bitmap of received PSNs (duplicates are
-//! dropped), acknowledges every second packet or at once when asked, on a hole,
-//! on a CE mark or on a duplicate, and echoes the sender's timestamp; every ACK
+//! dropped), acknowledges every `ack_every` packets (or after `ack_delay_ns`)
+//! or at once when asked, when its last hole closes, on a CE mark or on a
+//! duplicate, and echoes the sender's timestamp; every ACK
 //! carries the fair-share hint and the latest rejection. Placement and
 //! in-order completion per stream are the caller's (see `stream`).
 //! `Documentation/transport.md` tells the whole design.
@@ -50,7 +51,8 @@ pub const MAX_MESSAGES: usize = 256;
 /// Timer expiries without progress after which a path is failed: the first
 /// sends a probe (the oldest packet again), the second moves the path.
 pub const FAIL_AFTER_EXPIRIES: u8 = 2;
-/// The receiver acknowledges at least every this many packets of a path.
+/// The receiver acknowledges at least every this many packets of a path,
+/// unless [`Config::ack_every`] says otherwise.
 pub const ACK_EVERY: u16 = 2;
 /// First UDP source port of paths; ports are drawn from here to 65535.
 pub const PORT_BASE: u16 = 49152;
@@ -87,6 +89,18 @@ pub struct Config {
     pub reorder_window: u32,
     /// Longest wait, in nanoseconds, before acknowledging a lone packet.
     pub ack_delay_ns: u32,
+    /// The receiver acknowledges at least every this many packets of a path
+    /// (and at once when asked, when its last hole closes, on a CE mark or a
+    /// duplicate).
+    pub ack_every: u16,
+    /// Shortest probe timer, in microseconds: a host whose scheduling
+    /// delays exceed its round trips (a busy or virtual machine) sets it so
+    /// that a late ACK is not taken for a dead path.
+    pub probe_floor_us: u32,
+    /// Most packets in flight over the whole connection (0: every path's
+    /// window of [`WINDOW`]). Losses do not shrink the window, so a host
+    /// whose own queues drop (a CPU's input backlog) bounds it here.
+    pub max_window: u32,
 }
 
 impl Config {
@@ -103,6 +117,9 @@ impl Config {
             port_seed: local_id ^ remote_id.rotate_left(16),
             reorder_window: 0,
             ack_delay_ns: 2_000,
+            ack_every: ACK_EVERY,
+            probe_floor_us: 0,
+            max_window: 0,
         }
     }
 }
@@ -309,16 +326,18 @@ struct TxPath {
 impl TxPath {
     /// The probe timer, in nanoseconds: about two round trips of this path,
     /// but at most twice the connection's (a path that carried little lately
-    /// may keep an old, inflated estimate), doubled per strike.
-    fn timer_ns(&self, conn: &Rtt) -> u64 {
+    /// may keep an old, inflated estimate), doubled per strike, plus the
+    /// longest the receiver may hold an ACK back.
+    fn timer_ns(&self, conn: &Rtt, cfg: &Config) -> u64 {
         let mut pto = u64::from(self.rtt.pto_us());
         if conn.is_sampled() {
             pto = pto.min(2 * u64::from(conn.pto_us()));
         }
+        let pto = pto.max(u64::from(cfg.probe_floor_us));
         // A new route fails with the odds of the old one: only repeated
         // failures (every route down) back off.
         let shift = self.strikes.saturating_sub(1).min(MAX_STRIKE_SHIFT);
-        (pto << shift).min(u64::from(MAX_RTO_US)) * 1_000
+        (pto << shift).min(u64::from(MAX_RTO_US)) * 1_000 + u64::from(cfg.ack_delay_ns)
     }
 }
 
@@ -560,7 +579,11 @@ impl<const P: usize> Connection<P> {
             r.seq = RecvPath::new(cfg.rx_isn.wrapping_add((i as u32) << 24));
         }
         let paths = u32::from(cfg.paths);
-        self.cc = Aimd::new(initial * paths, WINDOW * paths);
+        let max = match cfg.max_window {
+            0 => WINDOW * paths,
+            m => m.min(WINDOW * paths),
+        };
+        self.cc = Aimd::new(initial * paths, max);
         self.cfg = cfg;
     }
 
@@ -827,7 +850,7 @@ impl<const P: usize> Connection<P> {
             p.resend.set(psn % WINDOW);
         }
         // The probe waits twice as long for its answer.
-        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt));
+        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg));
         if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
@@ -854,7 +877,7 @@ impl<const P: usize> Connection<P> {
                     .filter(|q| q.acked_at > 0)
                     .max_by_key(|q| q.acked_at)
             })
-            .filter(|q| now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt))
+            .filter(|q| now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt, &self.cfg))
             .map(|q| q.sport);
         let Some(p) = self.tx.get_mut(i) else {
             return;
@@ -865,7 +888,7 @@ impl<const P: usize> Connection<P> {
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
-        p.deadline = Some(now + p.timer_ns(&self.rtt));
+        p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
@@ -944,6 +967,7 @@ impl<const P: usize> Connection<P> {
         ce: bool,
     ) -> Result<Received<'a>, RecvError> {
         let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
+        let had_holes = rx.seq.has_holes();
         let arrival = rx.seq.on_data(hdr.common.psn, ce);
         if arrival == Arrival::OutOfWindow {
             return Err(RecvError::Window);
@@ -958,10 +982,10 @@ impl<const P: usize> Connection<P> {
             rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
         }
         rx.due |= hdr.common.flags & flags::ACK_REQ != 0
-            || rx.unacked >= ACK_EVERY
+            || rx.unacked >= self.cfg.ack_every.max(1)
             || ce
             || arrival == Arrival::Duplicate
-            || rx.seq.has_holes();
+            || (had_holes && !rx.seq.has_holes());
         if arrival == Arrival::Duplicate {
             self.stats.rx_duplicates += 1;
             return Ok(Received::Duplicate);
@@ -1094,7 +1118,7 @@ impl<const P: usize> Connection<P> {
             p.expiries = 0;
             p.strikes = 0;
             p.acked_at = now.max(1);
-            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt));
+            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt, &self.cfg));
         }
         for m in finished.into_iter().take(n_finished) {
             self.release(m);
@@ -1214,6 +1238,28 @@ impl<const P: usize> Connection<P> {
             }
         }
         self.send_new(now, buf)
+    }
+
+    /// Like [`Self::poll_transmit`], but only an ACK or a NAK: for a caller
+    /// that sends data from one context only and control from any.
+    pub fn poll_control(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        if self.nak_len > 0 {
+            return self.send_nak(buf);
+        }
+        let i = self.rx.iter().position(|r| r.due)?;
+        self.send_ack(i, buf)
+    }
+
+    /// Whether [`Self::poll_transmit`] may send data now: a packet to resend
+    /// or to move, or new data with room in the connection's window (the
+    /// paths' windows and the pacer may still hold it back).
+    pub fn wants_to_send(&self) -> bool {
+        let n = self.n_paths();
+        self.tx
+            .iter()
+            .take(n)
+            .any(|p| !p.resend.is_empty() || !p.relocate.is_empty())
+            || (self.cursor.is_some() && self.conn_has_room())
     }
 
     fn send_nak(&mut self, buf: &mut [u8]) -> Option<Transmit> {
@@ -1347,7 +1393,7 @@ impl<const P: usize> Connection<P> {
             return None;
         };
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
@@ -1410,7 +1456,7 @@ impl<const P: usize> Connection<P> {
         p.slots[psn as usize % SLOTS] = slot;
         p.outstanding += 1;
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         }
         self.outstanding += 1;
         self.sent_total = self.sent_total.wrapping_add(1);
@@ -1497,9 +1543,12 @@ impl<const P: usize> Connection<P> {
             let floor = now.saturating_sub(gap * PACE_CREDIT);
             self.next_send = self.next_send.max(floor) + gap;
         }
-        // Ask for an ACK when this path or the connection cannot send more
-        // right away, so the sender never waits on a delayed acknowledgement.
-        let more = self.cursor.is_some() && self.conn_has_room() && self.free(path) > 0;
+        // Ask for an ACK when nothing more is queued or this path's window
+        // is full, so the sender never waits on a delayed acknowledgement.
+        // (Not when only the connection's window is full: the paths' ACKs
+        // arrive every `ack_every` packets anyway, and asking on every send
+        // that fills the window made an ACK of every other packet.)
+        let more = self.cursor.is_some() && self.free(path) > 0;
         let extra = if more { 0 } else { flags::ACK_REQ };
         self.encode_slot(path, psn, &slot, extra, now, buf)
     }

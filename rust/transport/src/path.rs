@@ -181,7 +181,7 @@ impl RecvPath {
         Arrival::New
     }
 
-    /// Whether a packet above a missing one arrived (a hole: ACK at once).
+    /// Whether a packet above a missing one arrived (a hole).
     pub fn has_holes(&self) -> bool {
         !self.above.is_empty()
     }

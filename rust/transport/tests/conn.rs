@@ -176,6 +176,23 @@ fn the_receivers_rate_hint_caps_the_window() {
 }
 
 #[test]
+fn the_connection_window_stays_within_its_configured_maximum() {
+    let msgs = workload(200, 2, &[16 * 1024]);
+    let run = |max_window| {
+        let (mut a, b) = config_pair(4, 1024);
+        a.max_window = max_window;
+        let mut p = Pair::with_configs(a, b, Channel::default(), 3);
+        p.hosts[0].todo.extend(msgs.iter().copied());
+        assert!(p.run(60 * SECOND));
+        assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+        p.peak[0]
+    };
+    // Without a maximum the window grows past it on this lossless run.
+    assert!(run(0) > 40, "{}", run(0));
+    assert!(run(40) <= 40, "{}", run(40));
+}
+
+#[test]
 fn a_rejected_message_completes_with_the_receivers_error() {
     let msgs = workload(6, 2, &[3000]);
     let mut p = Pair::new(2, 1024, Channel::default(), 9);

@@ -232,6 +232,8 @@ pub struct Pair {
     /// Datagrams put on the wire, per direction.
     pub sent: [u64; 2],
     pub dropped: u64,
+    /// Most packets a host had in flight at once.
+    pub peak: [u32; 2],
 }
 
 pub fn config_pair(paths: u16, max_payload: u16) -> (Config, Config) {
@@ -265,6 +267,7 @@ impl Pair {
             last_arrival: HashMap::new(),
             sent: [0; 2],
             dropped: 0,
+            peak: [0; 2],
         }
     }
 
@@ -323,6 +326,7 @@ impl Pair {
                 }
                 self.emit(h, bytes, t.sport, t.payload.is_some());
             }
+            self.peak[h] = self.peak[h].max(self.hosts[h].conn.outstanding());
             while let Some(c) = self.hosts[h].conn.poll_event() {
                 self.hosts[h].completions.push(c);
             }
