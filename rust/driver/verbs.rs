@@ -357,8 +357,9 @@ fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
     let mut cfg = Config::new(hs.epoch(), hs.remote(), paths(), mtu.clamp(256, 4096) as u16);
     cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
     // Each path leaves this host in order (one sending context, see
-    // `Peer::pump`), so a hole followed by 8 later packets is a loss; a
-    // fabric that reorders within a path (netem) costs a spurious resend.
+    // `Peer::pump`), so a hole followed by 8 later packets is taken for a
+    // loss; on a fabric that reorders within a path the receiver reports the
+    // spurious resends and the connection allows more (up to 128).
     cfg.reorder_window = 8;
     // Scheduling delays of a few milliseconds happen (virtual machines):
     // a path is probed after 2 ms without an answer at the earliest, and
@@ -720,9 +721,9 @@ impl Peer {
             return;
         }
         pr_info!(
-            "peer {}.{}.{}.{}: sent {} data, {} resent, {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            "peer {}.{}.{}.{}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
             self.ip[0], self.ip[1], self.ip[2], self.ip[3],
-            c.tx_data, c.retransmits, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
+            c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
             c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
         );
     }

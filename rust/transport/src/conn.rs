@@ -64,6 +64,9 @@ const PACE_CREDIT: u64 = 4;
 /// Fixed-point one of the CE share.
 const CE_ONE: u32 = 1024;
 const NAK_QUEUE: usize = 16;
+/// Packets acknowledged without a spurious resend after which the allowed
+/// reordering eases back.
+const REORDER_EASE_AFTER: u32 = 4096;
 
 /// How a connection is set up; both ends agree on the initial PSNs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,6 +255,8 @@ pub struct Stats {
     pub ce_echoed: u64,
     /// Datagrams dropped as malformed or not ours.
     pub rx_errors: u64,
+    /// ACKs that reported a duplicate: resends the reordering made spurious.
+    pub spurious: u64,
 }
 
 impl Stats {
@@ -267,6 +272,7 @@ impl Stats {
         rx_duplicates: 0,
         ce_echoed: 0,
         rx_errors: 0,
+        spurious: 0,
     };
 }
 
@@ -347,6 +353,8 @@ struct RxPath {
     sport: u16,
     unacked: u16,
     due: bool,
+    /// A duplicate arrived since the last ACK (it says so).
+    dup: bool,
     /// When a lone unacknowledged packet must be acknowledged.
     ack_at: Option<u64>,
     echo: u32,
@@ -431,6 +439,7 @@ const RX_PATH_EMPTY: RxPath = RxPath {
     sport: 0,
     unacked: 0,
     due: false,
+    dup: false,
     ack_at: None,
     echo: 0,
 };
@@ -490,6 +499,12 @@ pub struct Connection<const P: usize> {
     last_rx_path: Option<u16>,
     /// Round trips of every path together.
     rtt: Rtt,
+    /// The reordering allowed before a hole is a loss, in packets: from
+    /// `cfg.reorder_window` up, doubled when a resend proves spurious and
+    /// eased back while none does.
+    reorder: u32,
+    /// Packets acknowledged since `reorder` last changed.
+    reorder_quiet: u32,
     stats: Stats,
 }
 
@@ -558,6 +573,8 @@ impl<const P: usize> Connection<P> {
         all_sampled: false,
         last_rx_path: None,
         rtt: Rtt::new(),
+        reorder: 0,
+        reorder_quiet: 0,
         stats: Stats::EMPTY,
     };
 
@@ -570,6 +587,8 @@ impl<const P: usize> Connection<P> {
             ..cfg
         };
         let initial = cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
+        self.reorder = cfg.reorder_window;
+        self.reorder_quiet = 0;
         for (i, t) in self.tx.iter_mut().enumerate() {
             t.seq = SendPath::new(cfg.tx_isn.wrapping_add((i as u32) << 24));
             t.cc = Aimd::new(initial, WINDOW);
@@ -987,6 +1006,7 @@ impl<const P: usize> Connection<P> {
             || arrival == Arrival::Duplicate
             || (had_holes && !rx.seq.has_holes());
         if arrival == Arrival::Duplicate {
+            rx.dup = true;
             self.stats.rx_duplicates += 1;
             return Ok(Received::Duplicate);
         }
@@ -1075,8 +1095,22 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
+        // Reordering: a duplicate proves a resend spurious; allow twice the
+        // reordering. A long run without one eases it back by a quarter.
+        let floor = self.cfg.reorder_window;
+        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 {
+            self.stats.spurious += 1;
+            self.reorder = self.reorder.max(1).saturating_mul(2).clamp(floor, WINDOW / 2);
+            self.reorder_quiet = 0;
+        } else {
+            self.reorder_quiet = self.reorder_quiet.saturating_add(out.newly_acked);
+            if self.reorder_quiet >= REORDER_EASE_AFTER {
+                self.reorder = (self.reorder - self.reorder / 4).max(floor);
+                self.reorder_quiet = 0;
+            }
+        }
         // Loss: unacknowledged packets sent before one that was acknowledged.
-        let reorder = self.cfg.reorder_window;
+        let reorder = self.reorder;
         let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
@@ -1282,6 +1316,7 @@ impl<const P: usize> Connection<P> {
         let rx = self.rx.get_mut(i)?;
         rx.due = false;
         rx.unacked = 0;
+        let fl = if core::mem::take(&mut rx.dup) { wire::ack_flags::DUPLICATE } else { 0 };
         rx.ack_at = None;
         if rx.sport == 0 {
             // Acknowledged only through relocated packets: any port will do.
@@ -1291,7 +1326,7 @@ impl<const P: usize> Connection<P> {
         let ack = AckHeader {
             common: Common {
                 ptype: PacketType::Ack,
-                flags: 0,
+                flags: fl,
                 path: i as u16,
                 conn: self.cfg.remote_id,
                 psn: cum,

@@ -67,6 +67,15 @@ pub mod flags {
     pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID;
 }
 
+/// ACK flags (byte 1 of an ACK).
+pub mod ack_flags {
+    /// The packet that prompted this ACK had arrived before: the sender's
+    /// resend of it was spurious (it took reordering for loss).
+    pub const DUPLICATE: u8 = 1 << 0;
+    /// Every ACK flag this version defines.
+    pub const ALL: u8 = DUPLICATE;
+}
+
 /// Message operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opcode {
@@ -533,7 +542,7 @@ fn bounds_ok(hdr: &DataHeader, payload_len: u16) -> bool {
 }
 
 fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
-    if common.flags != 0 {
+    if common.flags & !ack_flags::ALL != 0 {
         return Err(DecodeError::Flags(common.flags));
     }
     let sack = r.take::<{ SACK_BITS / 8 }>()?;
@@ -666,10 +675,11 @@ pub fn encode_data(
 fn start_control<'a>(
     common: &Common,
     ptype: PacketType,
+    allowed_flags: u8,
     body_len: usize,
     out: &'a mut [u8],
 ) -> Result<Writer<'a>, EncodeError> {
-    if common.ptype != ptype || common.flags != 0 {
+    if common.ptype != ptype || common.flags & !allowed_flags != 0 {
         return Err(EncodeError::Invalid);
     }
     if out.len() < COMMON_LEN + body_len {
@@ -682,7 +692,7 @@ fn start_control<'a>(
 
 /// Encodes an acknowledgement into `out`; returns its length.
 pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    let mut w = start_control(&ack.common, PacketType::Ack, ACK_LEN, out)?;
+    let mut w = start_control(&ack.common, PacketType::Ack, ack_flags::ALL, ACK_LEN, out)?;
     w.put(&ack.sack);
     w.put(&ack.ecn_ce.to_be_bytes());
     w.put(&[ack.status.map_or(0, |c| c as u8), 0]);
@@ -694,7 +704,7 @@ pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 
 /// Encodes a negative acknowledgement into `out`; returns its length.
 pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    let mut w = start_control(&nak.common, PacketType::Nak, NAK_LEN, out)?;
+    let mut w = start_control(&nak.common, PacketType::Nak, 0, NAK_LEN, out)?;
     w.put(&[nak.code as u8, 0, 0, 0]);
     w.put(&nak.stream.to_be_bytes());
     w.put(&nak.msn.to_be_bytes());
@@ -703,7 +713,7 @@ pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 
 /// Encodes a hello into `out`; returns its length.
 pub fn encode_hello(hello: &HelloHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    let mut w = start_control(&hello.common, PacketType::Hello, HELLO_LEN, out)?;
+    let mut w = start_control(&hello.common, PacketType::Hello, 0, HELLO_LEN, out)?;
     w.put(&hello.epoch.to_be_bytes());
     w.put(&[0; 4]);
     Ok(w.pos)
