@@ -1100,7 +1100,8 @@ impl<const P: usize> Connection<P> {
         let floor = self.cfg.reorder_window;
         if ack.common.flags & wire::ack_flags::DUPLICATE != 0 {
             self.stats.spurious += 1;
-            self.reorder = self.reorder.max(1).saturating_mul(2).clamp(floor, WINDOW / 2);
+            // min/max, not clamp: clamp has a panic path for min > max.
+            self.reorder = self.reorder.max(1).saturating_mul(2).min(WINDOW / 2).max(floor);
             self.reorder_quiet = 0;
         } else {
             self.reorder_quiet = self.reorder_quiet.saturating_add(out.newly_acked);

@@ -142,7 +142,7 @@ proptest! {
     }
 
     #[test]
-    fn ack_round_trips(c in common(PacketType::Ack, 0), sack in any::<[u8; 32]>(),
+    fn ack_round_trips(c in common(PacketType::Ack, ack_flags::ALL), sack in any::<[u8; 32]>(),
                        ecn in any::<u16>(), rest in any::<[u32; 3]>(),
                        status in prop_oneof![Just(None),
                                              Just(Some(NakCode::RemoteAccess)),

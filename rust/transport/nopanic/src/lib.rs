@@ -10,8 +10,8 @@
 use metaroce_transport::conn::{Connection, Received};
 use metaroce_transport::wire;
 
-/// The connection as the kernel module will use it.
-pub type Conn = Connection<8>;
+/// The connection as the kernel module uses it.
+pub type Conn = Connection<16>;
 
 #[no_mangle]
 pub extern "C" fn mr_probe_decode(buf: &[u8]) -> bool {
@@ -30,6 +30,16 @@ pub extern "C" fn mr_probe_on_datagram(c: &mut Conn, now: u64, buf: &[u8], sport
 #[no_mangle]
 pub extern "C" fn mr_probe_poll_transmit(c: &mut Conn, now: u64, buf: &mut [u8]) -> usize {
     c.poll_transmit(now, buf).map_or(0, |t| t.len)
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_poll_control(c: &mut Conn, buf: &mut [u8]) -> usize {
+    c.poll_control(buf).map_or(0, |t| t.len)
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_wants_to_send(c: &Conn) -> bool {
+    c.wants_to_send()
 }
 
 #[no_mangle]
