@@ -26,8 +26,8 @@ top=$(cd "$here/../.." && pwd)
 [ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
 require_tools ip rdma python3 dmesg
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
-# The module's parameters are not in sysfs: 8 unless it was loaded with paths=.
-paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 8)
+# The module's parameters are not in sysfs: 16 unless it was loaded with paths=.
+paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 16)
 
 ktap_plan 12
 

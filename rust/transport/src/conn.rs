@@ -865,9 +865,13 @@ impl<const P: usize> Connection<P> {
         };
         self.stats.timeouts += 1;
         p.expiries = p.expiries.saturating_add(1);
-        if !p.relocate.get(psn % WINDOW) {
-            p.resend.set(psn % WINDOW);
-        }
+        // The probe is the oldest packet itself, on this path, even if it
+        // waits to move to another: when every path is suspect, none takes
+        // relocations, and a probe that sent nothing would only fail the
+        // path again (a livelock of path moves found by the hostile-channel
+        // property test once holes wait for the timer).
+        p.relocate.clear(psn % WINDOW);
+        p.resend.set(psn % WINDOW);
         // The probe waits twice as long for its answer.
         p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg));
         if p.expiries >= FAIL_AFTER_EXPIRIES {
