@@ -197,11 +197,14 @@ for planes in 1 2 4 8; do
 	devices_up "$planes" || { echo "# no fabric"; exit 1; }
 	for ((i = 0; i < planes; i++)); do PLANE_RATE=$rate plane_qdisc "$i"; done
 	point "write_bw $planes planes" bw ib_write_bw "${bw[@]}"
-	# What the bottleneck of plane 0 did (A to B) over this point's runs:
-	# throttling (tbf overlimits), queue and ECN marks (fq_codel).
-	echo "# plane0 after $planes planes:" \
-		$(tc -s -n "$NS_RA" qdisc show dev plane0 | grep -E "^qdisc|Sent|overlimits|ecn_mark" |
-			tr -s ' \n' ' ')
+	# What each plane's bottleneck did in the data's direction (the perftest
+	# client in B writes to the server in A) over this point's runs: bytes
+	# and packets through it, tbf throttling, fq_codel's ECN marks.
+	for ((i = 0; i < planes; i++)); do
+		echo "# plane$i B to A after $planes planes:" \
+			$(tc -s -n "$NS_RB" qdisc show dev "plane$i" |
+				grep -E "^qdisc tbf|^qdisc fq_codel|Sent|ecn_mark" | tr -s ' \n' ' ')
+	done
 	if [ "$planes" = 4 ]; then
 		plane_down 1
 		point "write_bw 4 planes 1 failed" bw ib_write_bw "${bw[@]}"
