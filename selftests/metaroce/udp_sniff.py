@@ -6,9 +6,12 @@
 
 Runs until SIGTERM or SIGINT, then writes one line per direction seen:
 
-    SADDR>DADDR data=N hello=N ack=N other=N sports=N conns=HEX,... streams=N ce=N echoed=N
+    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N conns=HEX,... streams=N ce=N echoed=N
 
-`sports`: distinct UDP source ports of data packets; `conns`: distinct
+`sports`: distinct UDP source ports of data packets; `concurrent`: the most
+source ports in use at once (a port is in use from its first data packet to
+its last, counted in data packets: a path that moves to a new port leaves its
+old one); `conns`: distinct
 connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
 distinct stream ids (bytes 20..24) of data packets; `ce`: data packets that
 arrived marked ECN CE; `echoed`: the sum of the CE counts the ACKs carry (the
@@ -23,6 +26,16 @@ import sys
 
 ETH_P_ALL = 0x0003
 PORT = 4792
+
+
+def concurrent(spans):
+    """The most of the inclusive intervals (first, last) that overlap."""
+    events = sorted([(a, 0) for a, _ in spans] + [(b, 1) for _, b in spans])
+    best = now = 0
+    for _, end in events:
+        now += -1 if end else 1
+        best = max(best, now)
+    return best
 
 
 def main():
@@ -58,11 +71,13 @@ def main():
         key = "%s>%s" % (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]))
         d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0, "ce": 0,
                                   "echoed": 0, "sports": set(), "conns": set(),
-                                  "streams": set()})
+                                  "streams": set(), "span": {}})
         ptype = mr[0] & 0x0F
         if ptype == 1 and len(mr) >= 36:
             d["data"] += 1
             d["sports"].add(sport)
+            first = d["span"].get(sport, (d["data"], 0))[0]
+            d["span"][sport] = (first, d["data"])
             d["conns"].add(mr[4:8].hex())
             d["streams"].add(mr[20:24].hex())
             if ip[1] & 3 == 3:
@@ -77,9 +92,10 @@ def main():
             d["other"] += 1
     with open(out, "w") as f:
         for key, d in sorted(seen.items()):
-            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d conns=%s streams=%d "
-                    "ce=%d echoed=%d\n" % (
+            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d concurrent=%d conns=%s "
+                    "streams=%d ce=%d echoed=%d\n" % (
                         key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
+                        concurrent(d["span"].values()),
                         ",".join(sorted(d["conns"])) or "-", len(d["streams"]), d["ce"],
                         d["echoed"]))
 
