@@ -1647,7 +1647,7 @@ impl Qp {
         // that is accepted is queued under the queue pair's lock alone, and
         // the connection takes it on its worker or its next pump.
         let mut ps = (!local_ok).then(|| peer.st.lock());
-        {
+        let one_packet = {
             let mut st = n.st.lock();
             if st.state == QpState::Err {
                 n.scq.push(n.wc(wr.wr_id, WcStatus::WrFlushErr, wc_opcode(&wr.op), 0, None, st.dest_qp), false);
@@ -1699,12 +1699,13 @@ impl Qp {
             if consumes {
                 st.next_rsn = st.next_rsn.wrapping_add(1);
             }
-        }
+            len <= u64::from(st.mtu)
+        };
         // Sending moves to a worker thread: the caller (often a user polling
         // loop) gets its CPU back, and the transmissions and the softirqs they
         // cause run on another one. A lone small request is sent at once, so
         // that a ping-pong does not wait for a worker to wake up.
-        if len <= u64::from(n.st.lock().mtu) && peer.idle() {
+        if one_packet && peer.idle() {
             peer.pump(&peer, &mut peer.st.lock(), true);
         } else {
             peer.kick();
