@@ -11,9 +11,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
 start=$(date +%s)
-out="$TOP/out/bench-$(date +%Y%m%d-%H%M%S)"
-mkdir -p "$out/guest"
-log "results and logs: $out"
+run_dir bench
 point() { # point OK|FAIL NAME: only failures matter here
 	[ "$1" = OK ] || log "FAILED: $2"
 }

@@ -18,9 +18,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
 start=$(date +%s)
-out="$TOP/out/check-stock-$(date +%Y%m%d-%H%M%S)"
-mkdir -p "$out/guest"
-log "results and logs: $out"
+run_dir check-stock
 tap="$out/stock.tap"
 : >"$tap"
 n=0

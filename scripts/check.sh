@@ -12,9 +12,7 @@ start=$(date +%s)
 kdir=$("$TOP/scripts/build-kernel.sh" debug) || die "kernel build failed"
 log "kernel: $kdir"
 
-out="$TOP/out/check-$(date +%Y%m%d-%H%M%S)"
-mkdir -p "$out/guest"
-log "results and logs: $out"
+run_dir check
 
 make -C "$TOP" KDIR="$kdir" modules >"$out/module-build.log" 2>&1 || {
 	tail -40 "$out/module-build.log" >&2

@@ -22,3 +22,11 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 log() { printf '[metaroce] %s\n' "$*" >&2; }
 die() { printf '[metaroce] error: %s\n' "$*" >&2; exit 1; }
+
+# run_dir NAME: a new results directory out/NAME-DATE (with guest/ for the
+# VM's files) in $out, announced on stderr.
+run_dir() {
+	out="$TOP/out/$1-$(date +%Y%m%d-%H%M%S)"
+	mkdir -p "$out/guest"
+	log "results and logs: $out"
+}
