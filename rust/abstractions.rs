@@ -3,11 +3,23 @@
 //! The abstraction layer: safe Rust types over the kernel's RDMA core, net
 //! device and notifier APIs. This is the only place in the module with `unsafe`
 //! code; everything above it (`driver/`) is safe Rust.
+//!
+//! Each file uses only files listed after it: `device` (the driver's
+//! `DeviceSet`: creation, registration, release of devices), `adapter` (the
+//! `ib_device_ops` table and its device-level operations), `verbs_adapter`
+//! (the verbs operations), `ops` (the `DeviceOps` trait and the objects its
+//! operations are given), `types` (plain values), `memory` (pinned user pages,
+//! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port, timers),
+//! `netdev`, `sync`, `bindings`.
 
+mod adapter;
 mod bindings;
 pub(crate) mod device;
 pub(crate) mod link;
+pub(crate) mod memory;
 pub(crate) mod net;
 pub(crate) mod netdev;
+pub(crate) mod ops;
 pub(crate) mod sync;
-pub(crate) mod verbs;
+pub(crate) mod types;
+mod verbs_adapter;

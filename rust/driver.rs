@@ -3,14 +3,22 @@
 //! The MetaRoCE driver: link type, devices and their reaction to net device
 //! events. Safe Rust only; everything unsafe is in `abstractions/`.
 
+mod cq;
 pub(crate) mod device;
 pub(crate) mod link;
+mod mr;
+mod peer;
+mod qp;
+mod requester;
+mod responder;
+mod shared;
+mod state;
 mod transport_kunit;
-pub(crate) mod verbs;
 
 use crate::abstractions::{device::DeviceSet, net::NetPorts};
-use device::MrDevice;
+use device::MetaroceDevice;
 use kernel::prelude::*;
+use state::Shared;
 
 /// State shared by the link type, the netdevice notifier and module exit.
 #[pin_data]
@@ -18,9 +26,9 @@ pub(crate) struct Driver {
     /// Every MetaRoCE device. Dropping the driver unregisters those left
     /// (fields drop in order: the devices go before their ports).
     #[pin]
-    pub(crate) devices: DeviceSet<MrDevice>,
+    pub(crate) devices: DeviceSet<MetaroceDevice>,
     /// The MetaRoCE UDP port of each network namespace.
-    pub(crate) ports: NetPorts<verbs::Shared>,
+    pub(crate) ports: NetPorts<Shared>,
 }
 
 impl Driver {

@@ -2,16 +2,23 @@
 
 //! A MetaRoCE RDMA device: one port over one net device.
 
-use super::verbs::{self, Cq, Mem, Mr, Pd, Qp, Shared, MAX_CQE, MAX_INLINE, MAX_QP_WR, MAX_SGE};
+use super::{
+    cq::{Cq, MAX_CQE},
+    mr::Mem,
+    peer::paths,
+    qp::{Qp, MAX_QP_WR, MAX_SGE},
+    requester::MAX_INLINE,
+    shared::{Mr, Pd},
+    state::Shared,
+};
 use crate::abstractions::{
-    device::{
-        Device, DeviceAttr, DeviceOps, IbMtu, LinkSpeed, PhysState, PortAttr, PortImmutable,
-        PortState,
-    },
+    memory::{KernelMemory, Umem},
     net::NetPorts,
     netdev::NetDevice,
-    verbs::{
-        Access, CqEvents, KernelMemory, MrKeys, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Udata, Umem, Wc,
+    ops::{CqEvents, Device, DeviceOps, Udata},
+    types::{
+        Access, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr, PortImmutable,
+        PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Wc,
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
@@ -33,11 +40,11 @@ pub(crate) const PORT: u32 = 1;
 
 /// Per-device state: the objects' shared tables, attached to the MetaRoCE
 /// UDP port of the net device's namespace.
-pub(crate) struct MrDevice {
+pub(crate) struct MetaroceDevice {
     shared: Arc<Shared>,
 }
 
-impl MrDevice {
+impl MetaroceDevice {
     /// A device on `ndev`, attached to its namespace's port (opened if this
     /// is the namespace's first device).
     pub(crate) fn new(ndev: &NetDevice, ports: &NetPorts<Shared>) -> Result<Self> {
@@ -48,7 +55,7 @@ impl MrDevice {
     }
 }
 
-impl Drop for MrDevice {
+impl Drop for MetaroceDevice {
     fn drop(&mut self) {
         self.shared.close();
     }
@@ -113,7 +120,7 @@ fn check_port(port: u32) -> Result {
 }
 
 #[vtable]
-impl DeviceOps for MrDevice {
+impl DeviceOps for MetaroceDevice {
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         Ok(DeviceAttr {
             fw_ver: 0,
@@ -175,7 +182,15 @@ impl DeviceOps for MrDevice {
     fn alloc_ucontext(_dev: &Device<Self>, udata: &mut Udata) -> Result<()> {
         // struct metaroce_alloc_ucontext_resp, native byte order.
         let mut resp = [0u8; 16];
-        for (i, v) in [ABI_VERSION, UCTX_SYSCALL_QUEUES, MAX_INLINE, u32::from(verbs::paths())].iter().enumerate() {
+        for (i, v) in [
+            ABI_VERSION,
+            UCTX_SYSCALL_QUEUES,
+            MAX_INLINE,
+            u32::from(paths()),
+        ]
+        .iter()
+        .enumerate()
+        {
             resp[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
         }
         udata.respond(&resp)
@@ -231,7 +246,12 @@ impl DeviceOps for MrDevice {
         ))
     }
 
-    fn get_dma_mr(dev: &Device<Self>, pd: &Pd, access: Access, mem: KernelMemory) -> Result<(Mr, MrKeys)> {
+    fn get_dma_mr(
+        dev: &Device<Self>,
+        pd: &Pd,
+        access: Access,
+        mem: KernelMemory,
+    ) -> Result<(Mr, MrKeys)> {
         // No remote peer may reach kernel memory at large (a consumer asking
         // for IB_PD_UNSAFE_GLOBAL_RKEY is refused); local access only.
         let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
@@ -252,7 +272,7 @@ impl DeviceOps for MrDevice {
         mr.dev.dereg_mr(mr.key);
     }
 
-    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Self>) -> Result<(Qp, u32)> {
+    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Pd, Cq>) -> Result<(Qp, u32)> {
         Qp::create(&dev.shared, req)
     }
 
@@ -276,7 +296,6 @@ impl DeviceOps for MrDevice {
         qp.post_recv(wr)
     }
 }
-
 
 #[kunit_tests(metaroce_device)]
 mod tests {

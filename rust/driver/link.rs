@@ -4,7 +4,7 @@
 //! the reaction to net devices going away.
 
 use super::{
-    device::{node_guid, MrDevice},
+    device::{node_guid, MetaroceDevice},
     Driver,
 };
 use crate::abstractions::{
@@ -26,10 +26,16 @@ impl LinkOps for Driver {
             );
             return Err(EINVAL);
         };
-        let data = MrDevice::new(ndev, &self.ports).inspect_err(|e| {
-            pr_err!("{name_str}: cannot open UDP port {}: {e:?}\n", crate::transport::framing::UDP_PORT);
+        let data = MetaroceDevice::new(ndev, &self.ports).inspect_err(|e| {
+            pr_err!(
+                "{name_str}: cannot open UDP port {}: {e:?}\n",
+                crate::transport::framing::UDP_PORT
+            );
         })?;
-        match self.devices.add(name, ndev, node_guid(mac), Ok::<_, Error>(data)) {
+        match self
+            .devices
+            .add(name, ndev, node_guid(mac), Ok::<_, Error>(data))
+        {
             Ok(()) => {
                 pr_info!("{name_str}: created on ifindex {}\n", ndev.ifindex());
                 Ok(())

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The operations a driver implements (`DeviceOps`, the driver's side of
+//! `ib_device_ops`), and what its operations are given besides plain values:
+//! the device (`Device<T>`), a user call's private data (`Udata`) and a
+//! CQ's completion event (`CqEvents`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    bindings,
+    memory::{KernelMemory, Umem},
+    netdev::NetDevice,
+    sync::SpinLockBh,
+    types::{
+        Access, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable, QpCreate, QpModify,
+        QpQuery, RecvWr, SendWr, Wc,
+    },
+};
+use kernel::{
+    error::to_result,
+    ffi::c_void,
+    prelude::*,
+    sync::{aref::ARef, Arc},
+    types::Opaque,
+};
+
+/// The operations of an RDMA device driver. `Self` is the per-device data, which
+/// lives inside the device's allocation and is dropped when the core frees it.
+#[vtable]
+pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
+    /// Returns the device attributes.
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
+
+    /// Returns the attributes of `port` (1-based).
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr>;
+
+    /// Returns the immutable properties of `port`. Ports are Ethernet ports
+    /// carrying RoCE-style (UDP-encapsulated) traffic; the core builds their
+    /// GID tables from the net device's IP addresses.
+    fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
+
+    /// Returns entry `index` of the P_Key table of `port`.
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// The uverbs ABI version user-space providers must support.
+    const UVERBS_ABI_VERSION: u32;
+    /// The node description (sysfs `node_desc`), fixed for the device's life.
+    const NODE_DESC: &'static [u8];
+
+    /// Data of a user context.
+    type Ucontext: Send + Sync;
+    /// Data of a protection domain.
+    type Pd: Send + Sync;
+    /// Data of a completion queue.
+    type Cq: Send + Sync;
+    /// Data of a memory region.
+    type Mr: Send + Sync;
+    /// Data of a queue pair.
+    type Qp: Send + Sync;
+
+    /// A process opened the device; `udata` takes the ABI's response.
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata) -> Result<Self::Ucontext>;
+    /// Creates a protection domain.
+    fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
+    /// The number of entries granted for a CQ of `cqe` requested entries.
+    fn cq_size(dev: &Device<Self>, cqe: u32) -> Result<u32>;
+    /// Creates a CQ of `cqe` entries whose completion event is `events`.
+    fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Self::Cq>;
+    /// A CQ is about to be freed (no QP uses it any more).
+    fn destroy_cq(cq: &Self::Cq);
+    /// Takes the oldest completion.
+    fn poll_one(cq: &Self::Cq) -> Option<Wc>;
+    /// Arms the completion event (for solicited completions only if
+    /// `solicited`); returns whether completions are already waiting.
+    fn req_notify(cq: &Self::Cq, solicited: bool) -> bool;
+    /// Registers pinned user memory at `iova` with `access` rights.
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        umem: Umem,
+        iova: u64,
+        access: Access,
+    ) -> Result<(Self::Mr, MrKeys)>;
+    /// A region of kernel memory for a kernel consumer (`ib_alloc_pd`): its
+    /// addresses are kernel virtual addresses, read and written with `mem`.
+    fn get_dma_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        access: Access,
+        mem: KernelMemory,
+    ) -> Result<(Self::Mr, MrKeys)>;
+    /// Deregisters a memory region; its data is dropped right after.
+    fn dereg_mr(mr: &Self::Mr);
+    /// Creates a QP; returns its data and its number.
+    fn create_qp(
+        dev: &Device<Self>,
+        req: &mut QpCreate<'_, Self::Pd, Self::Cq>,
+    ) -> Result<(Self::Qp, u32)>;
+    /// Changes a QP's attributes and state.
+    fn modify_qp(qp: &Self::Qp, m: &QpModify) -> Result;
+    /// Reports a QP's attributes.
+    fn query_qp(qp: &Self::Qp) -> QpQuery;
+    /// A QP is about to be freed: it must leave no completion in any CQ.
+    fn destroy_qp(qp: &Self::Qp);
+    /// Posts one send work request.
+    fn post_send(qp: &Self::Qp, wr: &SendWr) -> Result;
+    /// Posts one receive work request.
+    fn post_recv(qp: &Self::Qp, wr: &RecvWr) -> Result;
+}
+
+/// An RDMA device (`struct ib_device`) with the driver's data `T` after it.
+///
+/// # Invariants
+///
+/// - `ib` was allocated by `_ib_alloc_device` with the size of `Self`, so the whole
+///   object is one allocation owned by the RDMA core.
+/// - `data` is initialised before the device operations are installed and is
+///   dropped only by `dealloc_driver`, the last operation the core calls.
+/// - `set` points to the `DeviceSet<T>` that created the device, which outlives it
+///   (`device.rs`; only its `dealloc_driver` follows the pointer).
+#[repr(C)]
+pub(crate) struct Device<T: DeviceOps> {
+    pub(super) ib: Opaque<bindings::ib_device>,
+    pub(super) set: *const c_void,
+    pub(super) data: T,
+}
+
+// SAFETY: The core calls device operations from any thread; `T` is `Send + Sync`
+// and `set` points to a `Sync` object that is never written through.
+unsafe impl<T: DeviceOps> Send for Device<T> {}
+// SAFETY: As above.
+unsafe impl<T: DeviceOps> Sync for Device<T> {}
+
+impl<T: DeviceOps> core::ops::Deref for Device<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T: DeviceOps> Device<T> {
+    /// Borrows the `Device<T>` around `ib`.
+    ///
+    /// # Safety
+    ///
+    /// `ib` must have been created by a `DeviceSet<T>` and its data must still be
+    /// initialised (i.e. `dealloc_driver` has not run) for `'a`.
+    pub(super) unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+        // CAST: `ib` is the first field of the `repr(C)` `Self` (type invariant).
+        // SAFETY: Valid and initialised for `'a` per the safety requirements.
+        unsafe { &*ib.cast::<Self>() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ib.get()
+    }
+
+    /// The node GUID, in host order (as given to `DeviceSet::add`).
+    pub(crate) fn node_guid(&self) -> u64 {
+        // SAFETY: The device is valid; `node_guid` is written once before
+        // registration and only read afterwards.
+        u64::from_be(unsafe { (*self.as_raw()).node_guid })
+    }
+
+    /// The net device bound to `port`, if any, with a reference held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+        // SAFETY: The device is valid; the function returns a held reference or null.
+        unsafe { NetDevice::from_held(bindings::ib_device_get_netdev(self.as_raw(), port)) }
+    }
+
+    /// Speed and width of the Ethernet link under `port`, as the core derives them
+    /// from ethtool. Takes RTNL: not for use in a netdevice notifier.
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<LinkSpeed> {
+        let mut link = LinkSpeed::SLOWEST;
+        // SAFETY: The device is valid; the out-pointers are valid for writes.
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut link.speed, &mut link.width)
+        })?;
+        Ok(link)
+    }
+}
+
+/// The completion event of one CQ (`cq->comp_handler`), which the driver may
+/// fire from any context until the CQ is destroyed; afterwards firing does
+/// nothing.
+pub(crate) struct CqEvents {
+    pub(super) cq: Pin<KBox<SpinLockBh<Target>>>,
+}
+
+/// The CQ whose handler [`CqEvents`] calls; null once the CQ is destroyed.
+pub(super) struct Target(pub(super) *mut bindings::ib_cq);
+
+// SAFETY: The pointer is only used under the lock, and only while the CQ lives
+// (`destroy_cq` clears it first).
+unsafe impl Send for Target {}
+
+impl CqEvents {
+    /// Calls the CQ's completion handler, unless the CQ has been destroyed.
+    pub(crate) fn fire(&self) {
+        let t = self.cq.lock();
+        if t.0.is_null() {
+            return;
+        }
+        // SAFETY: The CQ is live while the pointer is set (cleared under this
+        // lock before `destroy_cq` returns); the handler is set by the core
+        // before any work can be posted.
+        unsafe {
+            if let Some(handler) = (*t.0).comp_handler {
+                handler(t.0, (*t.0).cq_context);
+            }
+        }
+    }
+}
+
+/// Driver-private data passed with a user call (`struct ib_udata`).
+pub(crate) struct Udata(*mut bindings::ib_udata);
+
+impl Udata {
+    /// Bytes the caller sent.
+    pub(crate) fn in_len(&self) -> usize {
+        // SAFETY: The pointer is valid for the call (the core passes it).
+        unsafe { (*self.0).inlen }
+    }
+
+    /// Copies `bytes` to the caller's response buffer (at most its length).
+    pub(crate) fn respond(&mut self, bytes: &[u8]) -> Result {
+        // SAFETY: As above.
+        let n = bytes.len().min(unsafe { (*self.0).outlen });
+        // SAFETY: `udata` is valid; `bytes` is valid for `n` reads; the helper
+        // copies to the user buffer with `copy_to_user`.
+        to_result(unsafe {
+            bindings::mr_ib_copy_to_udata(self.0, bytes.as_ptr().cast_mut().cast(), n)
+        })
+    }
+}
+
+/// The private data of a call, if the call has any (user calls).
+pub(super) fn udata(p: *mut bindings::ib_udata) -> Option<Udata> {
+    (!p.is_null()).then_some(Udata(p))
+}
+
+/// Refuses driver data the ABI does not define.
+pub(super) fn no_input(p: *mut bindings::ib_udata) -> Result {
+    match udata(p) {
+        Some(u) if u.in_len() != 0 => Err(EINVAL),
+        _ => Ok(()),
+    }
+}

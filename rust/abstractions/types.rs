@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Plain values that pass between the RDMA core's adapters and the driver:
+//! device and port attributes, access rights, work requests, completions and
+//! queue pair attributes. Each is a Rust value with no pointer the driver
+//! could follow; the adapters (`adapter.rs`, `verbs_adapter.rs`) convert them
+//! from and to the C structures.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{bindings, memory::KernelMemory};
+
+/// An InfiniBand MTU (`enum ib_mtu`): the payload size of one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum IbMtu {
+    /// 256 bytes.
+    Mtu256,
+    /// 512 bytes.
+    Mtu512,
+    /// 1024 bytes.
+    Mtu1024,
+    /// 2048 bytes.
+    Mtu2048,
+    /// 4096 bytes.
+    Mtu4096,
+}
+
+impl IbMtu {
+    /// Every MTU, smallest first.
+    pub(crate) const ALL: [IbMtu; 5] = [
+        Self::Mtu256,
+        Self::Mtu512,
+        Self::Mtu1024,
+        Self::Mtu2048,
+        Self::Mtu4096,
+    ];
+
+    /// The MTU in bytes.
+    pub(crate) const fn bytes(self) -> u32 {
+        match self {
+            Self::Mtu256 => 256,
+            Self::Mtu512 => 512,
+            Self::Mtu1024 => 1024,
+            Self::Mtu2048 => 2048,
+            Self::Mtu4096 => 4096,
+        }
+    }
+
+    /// The largest MTU that fits in `bytes`, or `None` if not even 256 does.
+    pub(crate) fn largest_within(bytes: u32) -> Option<Self> {
+        Self::ALL.iter().rev().copied().find(|m| m.bytes() <= bytes)
+    }
+
+    pub(super) fn to_raw(self) -> bindings::ib_mtu {
+        match self {
+            Self::Mtu256 => bindings::ib_mtu_IB_MTU_256,
+            Self::Mtu512 => bindings::ib_mtu_IB_MTU_512,
+            Self::Mtu1024 => bindings::ib_mtu_IB_MTU_1024,
+            Self::Mtu2048 => bindings::ib_mtu_IB_MTU_2048,
+            Self::Mtu4096 => bindings::ib_mtu_IB_MTU_4096,
+        }
+    }
+}
+
+/// Logical port state (`enum ib_port_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortState {
+    /// No link.
+    Down,
+    /// Link up, ready to carry traffic.
+    Active,
+}
+
+/// Physical port state (`enum ib_port_phys_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PhysState {
+    /// Administratively down.
+    Disabled,
+    /// Administratively up, waiting for carrier.
+    Polling,
+    /// Carrier present.
+    LinkUp,
+}
+
+/// Device attributes reported by `query_device`. Limits left at zero mean "no
+/// such object can be created".
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DeviceAttr {
+    /// Firmware version (shown by `rdma dev` / `ibv_devinfo`).
+    pub(crate) fw_ver: u64,
+    /// System image GUID, in host order.
+    pub(crate) sys_image_guid: u64,
+    /// IEEE OUI of the vendor.
+    pub(crate) vendor_id: u32,
+    /// Vendor part number.
+    pub(crate) vendor_part_id: u32,
+    /// Hardware version.
+    pub(crate) hw_ver: u32,
+    /// Largest memory region, in bytes.
+    pub(crate) max_mr_size: u64,
+    /// Supported page sizes, as a bit mask.
+    pub(crate) page_size_cap: u64,
+    /// Most queue pairs, work requests per queue, elements per request.
+    pub(crate) max_qp: i32,
+    pub(crate) max_qp_wr: i32,
+    pub(crate) max_sge: i32,
+    /// Most completion queues and entries per queue.
+    pub(crate) max_cq: i32,
+    pub(crate) max_cqe: i32,
+    /// Most memory regions and protection domains.
+    pub(crate) max_mr: i32,
+    pub(crate) max_pd: i32,
+    /// Most outstanding RDMA Reads and atomics per QP.
+    pub(crate) max_rd_atom: i32,
+}
+
+/// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkSpeed {
+    /// `enum ib_port_speed`.
+    pub(crate) speed: u16,
+    /// `enum ib_port_width`.
+    pub(crate) width: u8,
+}
+
+impl LinkSpeed {
+    /// The slowest link (SDR, 1X): what a port without a net device reports.
+    pub(crate) const SLOWEST: Self = Self {
+        speed: bindings::ib_port_speed_IB_SPEED_SDR as u16,
+        width: bindings::ib_port_width_IB_WIDTH_1X as u8,
+    };
+}
+
+/// Port attributes reported by `query_port`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortAttr {
+    /// Logical state.
+    pub(crate) state: PortState,
+    /// Physical state.
+    pub(crate) phys_state: PhysState,
+    /// Largest MTU the port supports.
+    pub(crate) max_mtu: IbMtu,
+    /// MTU in use.
+    pub(crate) active_mtu: IbMtu,
+    /// MTU of the underlying link, in bytes.
+    pub(crate) phys_mtu: u32,
+    /// Entries in the GID table.
+    pub(crate) gid_tbl_len: i32,
+    /// Entries in the P_Key table.
+    pub(crate) pkey_tbl_len: u16,
+    /// Largest message, in bytes.
+    pub(crate) max_msg_sz: u32,
+    /// Link speed and width.
+    pub(crate) link: LinkSpeed,
+}
+
+/// Port properties that never change while the device is registered.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortImmutable {
+    /// Entries in the GID table.
+    pub(crate) gid_tbl_len: i32,
+    /// Entries in the P_Key table.
+    pub(crate) pkey_tbl_len: i32,
+}
+
+/// Which queue pair a completion belongs to (the core's `ib_qp`).
+///
+/// The driver must remove a QP's completions from its CQs before the QP's
+/// destroy operation returns (so that no poll reports a freed QP).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpId(pub(super) *mut bindings::ib_qp);
+
+// SAFETY: An identity; dereferenced only by `poll_cq` while the QP lives.
+unsafe impl Send for QpId {}
+// SAFETY: As above.
+unsafe impl Sync for QpId {}
+
+/// The opcode of a completion (`enum ib_wc_opcode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WcOpcode {
+    /// Send (with or without immediate).
+    Send,
+    /// RDMA Write.
+    RdmaWrite,
+    /// RDMA Read.
+    RdmaRead,
+    /// Compare-and-swap.
+    CompSwap,
+    /// Fetch-and-add.
+    FetchAdd,
+    /// A receive.
+    Recv,
+    /// A receive consumed by RDMA Write with Immediate.
+    RecvRdmaWithImm,
+}
+
+/// The status of a completion (`enum ib_wc_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WcStatus {
+    /// Success.
+    Success,
+    /// A local length error (the message does not fit the receive buffers).
+    LocLenErr,
+    /// A local protection error (bad lkey or access).
+    LocProtErr,
+    /// Flushed: the QP is in the error state.
+    WrFlushErr,
+    /// The remote side refused access (rkey, bounds, rights).
+    RemAccessErr,
+    /// The remote side found the request invalid.
+    RemInvReqErr,
+    /// The remote side could not perform the operation.
+    RemOpErr,
+    /// The peer stopped answering or came back as a new incarnation.
+    RetryExcErr,
+}
+
+/// A work completion.
+#[derive(Clone, Copy)]
+pub(crate) struct Wc {
+    /// The work request's identifier.
+    pub(crate) wr_id: u64,
+    /// Outcome.
+    pub(crate) status: WcStatus,
+    /// What completed.
+    pub(crate) opcode: WcOpcode,
+    /// Bytes received (receives) or transferred.
+    pub(crate) byte_len: u32,
+    /// Immediate data, network order as the wire carried it.
+    pub(crate) imm: Option<u32>,
+    /// The queue pair.
+    pub(crate) qp: QpId,
+    /// The sender's QP number (receives).
+    pub(crate) src_qp: u32,
+}
+
+/// Access rights of a memory region or QP (`enum ib_access_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Access(pub(crate) u32);
+
+impl Access {
+    /// The local side may write.
+    pub(crate) const LOCAL_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+    /// Peers may write.
+    pub(crate) const REMOTE_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+    /// Peers may read.
+    pub(crate) const REMOTE_READ: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ;
+    /// Peers may perform atomics.
+    pub(crate) const REMOTE_ATOMIC: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+
+    /// Whether every right in `mask` is granted.
+    pub(crate) fn has(self, mask: u32) -> bool {
+        self.0 & mask == mask
+    }
+}
+
+/// A scatter/gather element (`struct ib_sge`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sge {
+    /// Address in the region's address space.
+    pub(crate) addr: u64,
+    /// Bytes.
+    pub(crate) length: u32,
+    /// Local key of the region.
+    pub(crate) lkey: u32,
+}
+
+/// The most scatter/gather elements of one work request.
+pub(crate) const MAX_SGE: usize = 8;
+
+/// Operation of a send work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendOp {
+    /// Send.
+    Send,
+    /// Send with Immediate.
+    SendImm(u32),
+    /// RDMA Write.
+    Write { addr: u64, rkey: u32 },
+    /// RDMA Write with Immediate.
+    WriteImm { addr: u64, rkey: u32, imm: u32 },
+    /// RDMA Read.
+    Read { addr: u64, rkey: u32 },
+    /// Compare-and-swap of the 8 bytes at `addr`.
+    CmpSwap {
+        addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    },
+    /// Fetch-and-add on the 8 bytes at `addr`.
+    FetchAdd { addr: u64, rkey: u32, add: u64 },
+}
+
+/// A send work request (`struct ib_send_wr` and the structures around it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SendWr {
+    /// Identifier reported in the completion.
+    pub(crate) wr_id: u64,
+    /// The operation.
+    pub(crate) op: SendOp,
+    /// Local buffers (`num_sge` of them are used).
+    pub(crate) sge: [Sge; MAX_SGE],
+    /// How many of `sge` are used.
+    pub(crate) num_sge: usize,
+    /// Whether a completion is wanted (IB_SEND_SIGNALED).
+    pub(crate) signaled: bool,
+    /// Whether the data is inline: `sge` then names bytes to copy now
+    /// (user addresses for user QPs), not registered memory.
+    pub(crate) inline: bool,
+}
+
+impl SendWr {
+    /// The scatter/gather elements in use.
+    pub(crate) fn sges(&self) -> &[Sge] {
+        self.sge.get(..self.num_sge).unwrap_or(&[])
+    }
+
+    /// Total bytes of the local buffers.
+    pub(crate) fn len(&self) -> u64 {
+        self.sges().iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// A receive work request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvWr {
+    /// Identifier reported in the completion.
+    pub(crate) wr_id: u64,
+    /// Buffers.
+    pub(crate) sge: [Sge; MAX_SGE],
+    /// How many of `sge` are used.
+    pub(crate) num_sge: usize,
+}
+
+impl RecvWr {
+    /// The scatter/gather elements in use.
+    pub(crate) fn sges(&self) -> &[Sge] {
+        self.sge.get(..self.num_sge).unwrap_or(&[])
+    }
+}
+
+/// Queue pair states (`enum ib_qp_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpState {
+    /// Reset.
+    Reset,
+    /// Initialised.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Send queue drained.
+    Sqd,
+    /// Send queue error.
+    Sqe,
+    /// Error.
+    Err,
+}
+
+impl QpState {
+    pub(super) fn from_raw(v: bindings::ib_qp_state) -> Option<Self> {
+        Some(match v {
+            bindings::ib_qp_state_IB_QPS_RESET => Self::Reset,
+            bindings::ib_qp_state_IB_QPS_INIT => Self::Init,
+            bindings::ib_qp_state_IB_QPS_RTR => Self::Rtr,
+            bindings::ib_qp_state_IB_QPS_RTS => Self::Rts,
+            bindings::ib_qp_state_IB_QPS_SQD => Self::Sqd,
+            bindings::ib_qp_state_IB_QPS_SQE => Self::Sqe,
+            bindings::ib_qp_state_IB_QPS_ERR => Self::Err,
+            _ => return None,
+        })
+    }
+
+    pub(super) fn to_raw(self) -> bindings::ib_qp_state {
+        match self {
+            Self::Reset => bindings::ib_qp_state_IB_QPS_RESET,
+            Self::Init => bindings::ib_qp_state_IB_QPS_INIT,
+            Self::Rtr => bindings::ib_qp_state_IB_QPS_RTR,
+            Self::Rts => bindings::ib_qp_state_IB_QPS_RTS,
+            Self::Sqd => bindings::ib_qp_state_IB_QPS_SQD,
+            Self::Sqe => bindings::ib_qp_state_IB_QPS_SQE,
+            Self::Err => bindings::ib_qp_state_IB_QPS_ERR,
+        }
+    }
+}
+
+/// Queue sizes of a QP (`struct ib_qp_cap`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpCaps {
+    /// Send queue depth.
+    pub(crate) max_send_wr: u32,
+    /// Receive queue depth.
+    pub(crate) max_recv_wr: u32,
+    /// Elements per send request.
+    pub(crate) max_send_sge: u32,
+    /// Elements per receive request.
+    pub(crate) max_recv_sge: u32,
+    /// Inline bytes per send.
+    pub(crate) max_inline_data: u32,
+}
+
+/// Attributes given to `modify_qp`: `None` where the mask leaves them out.
+/// The core has checked the transition and the mask against the QP type.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpModify {
+    /// New state.
+    pub(crate) state: Option<QpState>,
+    /// Access rights for incoming requests.
+    pub(crate) access: Option<Access>,
+    /// Path MTU in bytes.
+    pub(crate) path_mtu: Option<u32>,
+    /// The peer's QP number.
+    pub(crate) dest_qp: Option<u32>,
+    /// First PSN expected from the peer.
+    pub(crate) rq_psn: Option<u32>,
+    /// First PSN sent.
+    pub(crate) sq_psn: Option<u32>,
+    /// The peer's IPv4 address (from the destination GID), network order.
+    pub(crate) dest_ip4: Option<[u8; 4]>,
+    /// The destination GID is not an IPv4 one: not supported.
+    pub(crate) dest_unsupported: bool,
+    /// Outstanding RDMA Reads / atomics as initiator and as target.
+    pub(crate) max_rd_atomic: Option<u8>,
+    pub(crate) max_dest_rd_atomic: Option<u8>,
+    /// Retry counts and timeouts, as verbs encode them.
+    pub(crate) timeout: Option<u8>,
+    pub(crate) retry_cnt: Option<u8>,
+    pub(crate) rnr_retry: Option<u8>,
+    pub(crate) min_rnr_timer: Option<u8>,
+}
+
+/// What `query_qp` reports.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpQuery {
+    /// Current state.
+    pub(crate) state: QpState,
+    /// Access rights.
+    pub(crate) access: Access,
+    /// Path MTU in bytes.
+    pub(crate) path_mtu: u32,
+    /// Peer QP number.
+    pub(crate) dest_qp: u32,
+    /// PSNs.
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    /// Queue sizes.
+    pub(crate) caps: QpCaps,
+    /// Reads/atomics.
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    /// Timers.
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+}
+
+/// What the driver is told when a QP is created. `Pd` and `Cq` are the
+/// driver's data of protection domains and CQs (`DeviceOps::Pd`, `DeviceOps::Cq`).
+pub(crate) struct QpCreate<'a, Pd, Cq> {
+    /// Reliable connected (the only type so far).
+    pub(crate) rc: bool,
+    /// Requested sizes; the driver writes back what it grants.
+    pub(crate) caps: QpCaps,
+    /// Every send completes (IB_SIGNAL_ALL_WR).
+    pub(crate) sig_all: bool,
+    /// The protection domain's data.
+    pub(crate) pd: &'a Pd,
+    /// The CQs' data.
+    pub(crate) send_cq: &'a Cq,
+    pub(crate) recv_cq: &'a Cq,
+    /// Created by a user process.
+    pub(crate) user: bool,
+    /// Created by a kernel consumer: the memory its work requests name.
+    pub(crate) kernel: Option<KernelMemory>,
+    /// The identity to put in completions.
+    pub(crate) id: QpId,
+}
+
+/// What the driver says about a new memory region.
+pub(crate) struct MrKeys {
+    /// Local key.
+    pub(crate) lkey: u32,
+    /// Remote key.
+    pub(crate) rkey: u32,
+}

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring of completions per CQ, its completion event
+//! armed by `req_notify_cq`. Safe Rust only.
+
+use crate::abstractions::{
+    ops::CqEvents,
+    sync::SpinLockBh,
+    types::{QpId, Wc, WcStatus},
+};
+use crate::new_spinlock_bh;
+use kernel::{alloc::KVec, prelude::*, sync::Arc};
+
+/// The most entries of a CQ (reported by `query_device`).
+pub(crate) const MAX_CQE: u32 = 65536;
+
+/// A completion queue.
+pub(crate) struct Cq {
+    pub(super) inner: Arc<CqShared>,
+}
+
+pub(super) struct CqShared {
+    events: Arc<CqEvents>,
+    ring: Pin<KBox<SpinLockBh<CqRing>>>,
+}
+
+struct CqRing {
+    slots: KVec<Option<Wc>>,
+    head: usize,
+    len: usize,
+    /// Armed for the next completion (`Some(true)`: solicited only).
+    armed: Option<bool>,
+    overflow: bool,
+}
+
+impl CqShared {
+    /// Adds a completion; fires the event if armed.
+    pub(super) fn push(&self, wc: Wc, solicited: bool) {
+        let fire = {
+            let mut r = self.ring.lock();
+            let cap = r.slots.len();
+            if r.len == cap {
+                r.overflow = true;
+                false
+            } else {
+                let at = (r.head + r.len) % cap;
+                if let Some(s) = r.slots.get_mut(at) {
+                    *s = Some(wc);
+                }
+                r.len += 1;
+                match r.armed {
+                    Some(sol_only) if !sol_only || solicited || wc.status != WcStatus::Success => {
+                        r.armed = None;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if fire {
+            self.events.fire();
+        }
+    }
+
+    pub(super) fn purge(&self, qp: QpId) {
+        let mut r = self.ring.lock();
+        let cap = r.slots.len();
+        let (head, len) = (r.head, r.len);
+        let mut kept = 0;
+        for i in 0..len {
+            let wc = r.slots.get_mut((head + i) % cap).and_then(|s| s.take());
+            if let Some(wc) = wc.filter(|w| w.qp != qp) {
+                if let Some(s) = r.slots.get_mut((head + kept) % cap) {
+                    *s = Some(wc);
+                }
+                kept += 1;
+            }
+        }
+        r.len = kept;
+    }
+}
+
+impl Cq {
+    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
+        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL)?;
+        for _ in 0..cqe {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            inner: Arc::new(
+                CqShared {
+                    events,
+                    ring: KBox::pin_init(
+                        new_spinlock_bh!(
+                            CqRing {
+                                slots,
+                                head: 0,
+                                len: 0,
+                                armed: None,
+                                overflow: false,
+                            },
+                            "metaroce_cq"
+                        ),
+                        GFP_KERNEL,
+                    )?,
+                },
+                GFP_KERNEL,
+            )?,
+        })
+    }
+
+    pub(crate) fn poll_one(&self) -> Option<Wc> {
+        let mut r = self.inner.ring.lock();
+        if r.len == 0 {
+            return None;
+        }
+        let cap = r.slots.len();
+        let head = r.head;
+        let wc = r.slots.get_mut(head).and_then(|s| s.take());
+        r.head = if head + 1 >= cap { 0 } else { head + 1 };
+        r.len -= 1;
+        wc
+    }
+
+    pub(crate) fn req_notify(&self, solicited: bool) -> bool {
+        let mut r = self.inner.ring.lock();
+        r.armed = Some(solicited);
+        r.len > 0
+    }
+}

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A device's connection to one peer host (`Peer`): the hello exchange that
+//! names its incarnation, the pump that lets every queue pair on it post and
+//! sends what the transport has to send, the arrival of its datagrams, its
+//! timer, and the failure of the queue pairs waiting on a peer gone silent.
+//! Safe Rust only.
+
+use super::{
+    requester::{gather, sq_index},
+    responder::gather_response,
+    state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
+};
+use crate::abstractions::{
+    net::{now_ns, RxPacket, TimerHandler},
+    types::WcStatus,
+};
+use crate::transport::{
+    conn::{Config, Connection, Received, PORT_BASE},
+    framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
+    handshake::Handshake,
+    wire::{self, NakCode, Packet, PacketType},
+};
+use kernel::{
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+};
+
+/// The paths of new connections: the `paths` module parameter, within 1..=PATHS.
+pub(crate) fn paths() -> u16 {
+    (*crate::module_parameters::paths.value()).clamp(1, PATHS as u32) as u16
+}
+
+/// Peer hosts a device keeps connections to.
+pub(super) const MAX_PEERS: usize = 256;
+
+/// Hellos are repeated until the handshake completes, the gap doubling from
+/// the first to the last (nanoseconds).
+pub(super) const HELLO_FIRST_NS: u64 = 1_000_000;
+const HELLO_MAX_NS: u64 = 128_000_000;
+
+/// The least time a peer may go silent while requests wait on it before its
+/// queue pairs fail with "retry exceeded", whatever their timeout attributes
+/// say: a path's probe timer backs off to 2 s, and at 10% loss each way all
+/// paths were seen waiting on probes for 4.7 s together (Debian's kernel, a
+/// TCG guest), with a live peer.
+const MIN_DEAD_NS: u64 = 10_000_000_000;
+
+/// How long QP `st` lets its peer go silent: the verbs local ACK timeout
+/// (4.096 us << `timeout`) times the tries (`retry_cnt` + 1), at least
+/// `MIN_DEAD_NS`; `None` for timeout 0 (wait forever).
+fn patience_ns(timeout: u8, retry_cnt: u8) -> Option<u64> {
+    if timeout == 0 {
+        return None;
+    }
+    let one = 4096u64 << timeout.min(31);
+    Some((one * (u64::from(retry_cnt.min(7)) + 1)).max(MIN_DEAD_NS))
+}
+
+/// A connection with nothing in it, what a peer connection starts (and
+/// restarts) from.
+pub(super) static EMPTY_CONN: Conn = Connection::EMPTY;
+
+/// The connection's setup for handshake state `hs` with host `ip`.
+pub(super) fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
+    let mut cfg = Config::new(
+        hs.epoch(),
+        hs.remote(),
+        paths(),
+        mtu.clamp(256, 4096) as u16,
+    );
+    cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
+    // Each path leaves this host in order (one sending context, see
+    // `Peer::pump`), so a hole followed by 8 later packets is taken for a
+    // loss; on a fabric that reorders within a path the receiver reports the
+    // spurious resends and the connection allows more (up to 128).
+    cfg.reorder_window = 8;
+    // Scheduling delays of a few milliseconds happen (virtual machines):
+    // a path is probed after 2 ms without an answer at the earliest, and
+    // failed after two more probe periods.
+    cfg.probe_floor_us = 2_000;
+    // Losses do not shrink windows (on a lossy fabric they are rarely
+    // congestion), so without ECN marks on the way a window would grow until
+    // the receiving CPU's input backlog (netdev_max_backlog, 1000 packets on
+    // veth and loopback) drops. 256 packets stay well within it.
+    cfg.max_window = 256;
+    // An ACK for every 8th packet of a path, at once when the sender asks
+    // (the end of its data, or the path's window is full), when the path's
+    // last hole closes, on a CE mark or a duplicate, and otherwise within
+    // 500 us. Each ACK is a datagram both hosts pay for in full:
+    // acknowledging every packet (as this module did) made half of all
+    // datagrams ACKs; now they are 15-30% (Documentation/performance.md).
+    cfg.ack_every = 8;
+    cfg.ack_delay_ns = 500_000;
+    cfg
+}
+
+impl Shared {
+    /// Sends one datagram to `dest` through the device's port: the way out of
+    /// every peer connection.
+    fn send(
+        &self,
+        dest: [u8; 4],
+        sport: u16,
+        hdr: &[u8],
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) {
+        let port = self.port.lock().clone();
+        if let Some(p) = port {
+            // A datagram that cannot be sent is a loss; the transport recovers.
+            let _ = p.send(dest, sport, UDP_PORT, hdr, len, fill);
+        }
+    }
+}
+
+impl PeerInner {
+    /// The local QP whose peer QP is `dest` (it sends on `dest`'s streams).
+    fn by_dest(&self, dest: u32) -> Option<Arc<QpShared>> {
+        self.streams
+            .iter()
+            .find(|s| s.dest == dest)
+            .map(|s| s.qp.clone())
+    }
+}
+
+impl Peer {
+    /// Whether nothing was in flight at the last pump.
+    pub(super) fn idle(&self) -> bool {
+        self.in_flight.load(Relaxed) == 0
+    }
+
+    /// Logs what the connection did, when it had traffic (until the
+    /// counters appear in `rdma statistic`).
+    pub(super) fn log_stats(&self, ps: &PeerInner) {
+        let c = ps.conn.stats();
+        if c.tx_data == 0 && c.rx_data == 0 {
+            return;
+        }
+        pr_info!(
+            "peer {}.{}.{}.{}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            self.ip[0], self.ip[1], self.ip[2], self.ip[3],
+            c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
+            c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
+        );
+    }
+
+    /// Sends our hello now.
+    fn hello(&self, ps: &PeerInner) {
+        let mut buf = [0u8; 32];
+        if let Ok(n) = ps.hs.hello(&mut buf) {
+            if let Some(h) = buf.get(..n) {
+                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
+            }
+        }
+    }
+
+    /// Sends what the connection has to send, reports what completed and
+    /// arms the timer. Called with the peer lock held (no QP lock).
+    ///
+    /// Data packets go out only where `data` says so: on the peer's worker
+    /// (and for a lone small request on an idle connection, in the system
+    /// call). Elsewhere (softirq, other process contexts) only ACKs and NAKs
+    /// are sent, and the worker is kicked when data may go. One sending
+    /// context keeps each path in order on the wire: transmissions from two
+    /// CPUs pass through two input backlogs (veth, loopback) and overtake each
+    /// other, which the receiver takes for loss.
+    pub(super) fn pump(&self, timer: &PeerNode, ps: &mut PeerInner, data: bool) {
+        if ps.dead {
+            return;
+        }
+        let now = now_ns();
+        self.check_alive(ps, now);
+        let mut next = None;
+        if ps.hs.ready() {
+            // A second round when completions made room for queued requests.
+            for _ in 0..2 {
+                if !self.pump_once(ps, data) {
+                    break;
+                }
+            }
+            if !data && ps.conn.wants_to_send() {
+                timer.kick();
+            }
+            next = ps.conn.next_timeout();
+            self.in_flight.store(ps.conn.outstanding(), Relaxed);
+        } else {
+            if now >= ps.next_hello {
+                self.hello(ps);
+                ps.next_hello = now + ps.hello_gap;
+                ps.hello_gap = (ps.hello_gap * 2).min(HELLO_MAX_NS);
+            }
+            next = next.or(Some(ps.next_hello));
+        }
+        if let Some(at) = next {
+            timer.start(at.saturating_sub(now_ns()).max(1_000));
+        }
+    }
+
+    /// One round of `pump`; returns whether another may post more.
+    fn pump_once(&self, ps: &mut PeerInner, data: bool) -> bool {
+        let PeerInner {
+            conn,
+            hs,
+            streams,
+            rr,
+            ..
+        } = ps;
+        let n = streams.len();
+        // Every stream may post; the first to do so rotates, so that one
+        // queue pair cannot keep the connection's message slots to itself.
+        for k in 0..n {
+            if let Some(s) = streams.get((*rr + k) % n) {
+                let mut st = s.qp.st.lock();
+                if QpShared::post_responses(&mut st, conn) | QpShared::post_queued(&mut st, conn) {
+                    hs.mark_used();
+                }
+            }
+        }
+        *rr = rr.wrapping_add(1);
+        let mut now = now_ns();
+        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+        let tables = &self.dev.tables;
+        // Bounds the due-deadline rounds, should one not move its deadline.
+        let mut rounds = 0;
+        loop {
+            let t = if data {
+                ps.conn.poll_transmit(now, &mut hdr)
+            } else {
+                ps.conn.poll_control(&mut hdr)
+            };
+            if let Some(t) = t {
+                let Some(h) = hdr.get(..t.len) else { break };
+                let Some(seg) = t.payload else {
+                    self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()));
+                    continue;
+                };
+                // The packet's stream names the peer's QP; ours is its peer.
+                let Some(qp) = ps.by_dest(seg.stream >> 1) else {
+                    continue;
+                };
+                let st = qp.st.lock();
+                let pd = qp.pd;
+                if seg.stream & 1 == 1 {
+                    let Some(o) = st.owed.iter().find(|o| o.msn == seg.msn) else {
+                        continue;
+                    };
+                    self.dev
+                        .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                            gather_response(o, pd, &tables.lock().mrs, seg.offset, buf)
+                        });
+                    continue;
+                }
+                let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else {
+                    continue;
+                };
+                self.dev
+                    .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                        gather(e, pd, &tables.lock().mrs, seg.offset, buf)
+                    });
+                continue;
+            }
+            // Deadlines already due (an ACK owed now, a pacing slot) are
+            // handled here: the kernel's timers may be as coarse as a jiffy.
+            match ps.conn.next_timeout() {
+                Some(at) if at <= now && rounds < 64 => {
+                    rounds += 1;
+                    ps.conn.on_timeout(now);
+                    now = now_ns();
+                }
+                _ => break,
+            }
+        }
+        // Completions, in order per stream.
+        while let Some(c) = ps.conn.poll_event() {
+            let Some(qp) = ps.by_dest(c.stream >> 1) else {
+                continue;
+            };
+            let mut st = qp.st.lock();
+            st.proven = true;
+            if c.stream & 1 == 1 {
+                st.owed.retain(|o| o.msn != c.msn);
+            } else if let Some(e) = sq_index(&st.sq, c.msn)
+                .and_then(|i| st.sq.get_mut(i))
+                .filter(|e| e.done.is_none())
+            {
+                e.done = Some(c.error);
+            }
+        }
+        let mut more = false;
+        for s in ps.streams.iter() {
+            let mut st = s.qp.st.lock();
+            more |= s.qp.reap(&mut st, &mut ps.conn);
+        }
+        more
+    }
+
+    /// Handles one datagram from the peer (softirq).
+    pub(super) fn receive(&self, timer: &PeerNode, pkt: &RxPacket<'_>) {
+        let mut ps = self.st.lock();
+        if ps.dead {
+            return;
+        }
+        // Only a hello is decoded here; everything else once, by the
+        // connection (which also counts a malformed hello it is handed).
+        if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
+            if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
+                self.on_hello(&mut ps, h.epoch, h.common.conn);
+                self.pump(timer, &mut ps, false);
+                return;
+            }
+        }
+        let ps = &mut *ps;
+        let r = ps
+            .conn
+            .on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
+        if r.is_ok() {
+            // It named our epoch: the peer knows it, and it is alive.
+            ps.hs.on_traffic();
+            ps.alive_at = now_ns();
+        }
+        if let Ok(Received::Data(..) | Received::Void) = r {
+            ps.hs.mark_used();
+        }
+        if let Ok(Received::Data(h, bytes)) = r {
+            let verdict = match ps.streams.iter().find(|s| s.qpn == h.stream >> 1) {
+                Some(s) => {
+                    let mut st = s.qp.st.lock();
+                    s.qp.on_data(&mut st, &mut ps.conn, &h, bytes)
+                }
+                // No such queue pair (any more) on this host.
+                None => Err(NakCode::InvalidRequest),
+            };
+            if let Err(code) = verdict {
+                ps.conn.reject(h.common.path, h.stream, h.msn, code);
+            }
+        }
+        self.pump(timer, ps, false);
+    }
+
+    /// Fails the queue pairs waiting on a peer that has been silent for
+    /// longer than they allow (verbs' "transport retry counter exceeded").
+    fn check_alive(&self, ps: &mut PeerInner, now: u64) {
+        let PeerInner {
+            conn,
+            streams,
+            alive_at,
+            ..
+        } = ps;
+        let mut waiting = false;
+        let mut patience: Option<u64> = None;
+        for s in streams.iter() {
+            let st = s.qp.st.lock();
+            if st.sq.is_empty() && st.owed.is_empty() {
+                continue;
+            }
+            waiting = true;
+            if let Some(p) = patience_ns(st.timeout, st.retry_cnt) {
+                patience = Some(patience.map_or(p, |q| q.min(p)));
+            }
+        }
+        // Nothing waits on the peer: the clock starts when something does.
+        if !waiting {
+            *alive_at = now;
+            return;
+        }
+        let Some(p) = patience else { return };
+        if now.saturating_sub(*alive_at) < p {
+            return;
+        }
+        pr_info!(
+            "peer {}.{}.{}.{} silent for {} ms: its queue pairs fail (retry exceeded)\n",
+            self.ip[0],
+            self.ip[1],
+            self.ip[2],
+            self.ip[3],
+            now.saturating_sub(*alive_at) / 1_000_000
+        );
+        for s in streams.iter() {
+            let mut st = s.qp.st.lock();
+            if st.sq.is_empty() && st.owed.is_empty() {
+                continue;
+            }
+            s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+            s.qp.to_error(&mut st, conn);
+        }
+        *alive_at = now;
+    }
+
+    /// Handles a hello: adopts the peer's epoch; if the peer is a new
+    /// incarnation and data flowed with the old one, starts the connection
+    /// again under our next epoch. Queue pairs the old incarnation answered
+    /// fail (their peer QPs are gone); the others never reached it (their
+    /// packets named an epoch the peer no longer has) and start again on the
+    /// new connection, so that a queue pair set up against the peer's new
+    /// incarnation while its hello was on the way loses nothing.
+    fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32) {
+        let v = ps.hs.on_hello(from, to);
+        if v.reset {
+            pr_info!(
+                "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",
+                self.ip[0],
+                self.ip[1],
+                self.ip[2],
+                self.ip[3]
+            );
+            let PeerInner { conn, streams, .. } = ps;
+            for s in streams.iter() {
+                let mut st = s.qp.st.lock();
+                if st.proven {
+                    s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                    s.qp.to_error(&mut st, conn);
+                } else {
+                    for e in st.sq.iter_mut() {
+                        e.posted = false;
+                        e.done = None;
+                    }
+                }
+            }
+            let mtu = u32::from(ps.conn.config().max_payload);
+            *ps.conn = EMPTY_CONN;
+            ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
+            self.epoch.store(ps.hs.epoch(), Relaxed);
+            ps.hello_gap = HELLO_FIRST_NS;
+        } else if ps.conn.config().remote_id != ps.hs.remote() {
+            ps.conn.set_remote_id(ps.hs.remote());
+        }
+        if v.reply {
+            self.hello(ps);
+            ps.next_hello = now_ns() + ps.hello_gap;
+        }
+    }
+}
+
+impl TimerHandler for Peer {
+    fn expired(node: &PeerNode) {
+        Peer::on_timer(node, false);
+    }
+
+    fn kicked(node: &PeerNode) {
+        Peer::on_timer(node, true);
+    }
+}
+
+impl Peer {
+    /// The timer fired (softirq: control only) or the worker was kicked
+    /// (`data`: everything that may go).
+    fn on_timer(node: &PeerNode, data: bool) {
+        let mut ps = node.st.lock();
+        if ps.dead {
+            return;
+        }
+        ps.conn.on_timeout(now_ns());
+        node.pump(node, &mut ps, data);
+    }
+}
+
+#[kunit_tests(metaroce_peer)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_peer_is_given_the_qps_patience() {
+        assert_eq!(patience_ns(0, 7), None);
+        // perftest's and ibv_rc_pingpong's 14/7 is 0.54 s: raised to 10 s.
+        assert_eq!(patience_ns(14, 7), Some(MIN_DEAD_NS));
+        // 4.096 us << 21 is 8.6 s, << 22 is 17.2 s.
+        assert_eq!(patience_ns(21, 0), Some(MIN_DEAD_NS));
+        assert_eq!(patience_ns(22, 0), Some(4096u64 << 22));
+        assert_eq!(patience_ns(22, 7), Some((4096u64 << 22) * 8));
+        // Out-of-range attributes do not overflow.
+        assert!(patience_ns(255, 255).is_some_and(|p| p >= MIN_DEAD_NS));
+    }
+}

@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester side of a queue pair: send requests checked and queued
+//! (`post_send`'s work under the QP lock), handed to the connection, reaped
+//! in order when delivered (and answered), and the answers to Reads and
+//! atomics placed into their buffers. Safe Rust only.
+
+use super::{
+    mr::{scatter, sge_pieces, MrTable},
+    state::{requests, wc_opcode, Conn, QpInner, QpShared, SqEntry},
+};
+use crate::abstractions::{
+    memory::copy_from_user,
+    types::{QpState, SendOp, SendWr, WcStatus},
+};
+use crate::transport::{
+    conn::Message,
+    stream::StreamError,
+    wire::{Atomic, DataHeader, NakCode, Opcode, Remote},
+};
+use kernel::{alloc::KVec, prelude::*};
+
+/// The most bytes of inline data in a send request (reported by `query_device`
+/// and enforced at QP creation).
+pub(crate) const MAX_INLINE: u32 = 256;
+
+impl SqEntry {
+    /// Whether the request is over: delivered (and answered, if it asks for
+    /// an answer) or refused.
+    pub(super) fn finished(&self) -> Option<Option<NakCode>> {
+        match self.done {
+            Some(Some(code)) => Some(Some(code)),
+            Some(None) if self.resp.is_none() || self.resp_done => Some(None),
+            _ => None,
+        }
+    }
+}
+
+/// Where the request numbered `msn` is in a send queue: requests are queued
+/// with consecutive numbers and leave from the front, so its place is its
+/// distance from the first (checked; a search should that ever not hold).
+pub(super) fn sq_index(sq: &[SqEntry], msn: u32) -> Option<usize> {
+    let first = sq.first()?.msn;
+    let i = msn.wrapping_sub(first) as usize;
+    if sq.get(i).is_some_and(|e| e.msn == msn) {
+        return Some(i);
+    }
+    sq.iter().position(|e| e.msn == msn)
+}
+
+fn nak_status(code: NakCode) -> WcStatus {
+    match code {
+        NakCode::RemoteAccess => WcStatus::RemAccessErr,
+        NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+        NakCode::ReceiverNotReady | NakCode::RemoteOperation => WcStatus::RemOpErr,
+    }
+}
+
+/// A send request checked by [`QpShared::prepare_send`], ready to be queued.
+pub(super) struct SendRequest {
+    inline: KVec<u8>,
+    opcode: Opcode,
+    remote: Option<Remote>,
+    imm: Option<u32>,
+    atomic: Option<Atomic>,
+    answered: bool,
+    len: u64,
+    len32: u32,
+    /// The local buffers passed their checks (inline data needs none).
+    pub(super) local_ok: bool,
+}
+
+impl QpShared {
+    /// Completes the oldest outstanding request with `status` (the others
+    /// are flushed by `to_error`).
+    pub(super) fn fail_first(&self, st: &mut QpInner, status: WcStatus) {
+        if st.sq.is_empty() {
+            return;
+        }
+        if let Ok(e) = st.sq.remove(0) {
+            self.scq.push(
+                self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), 0, None, st.dest_qp),
+                false,
+            );
+        }
+    }
+
+    /// Hands queued requests to the connection, in order, while it takes
+    /// them; returns whether it took any.
+    pub(super) fn post_queued(st: &mut QpInner, conn: &mut Conn) -> bool {
+        if !matches!(st.state, QpState::Rts | QpState::Sqd) {
+            return false;
+        }
+        let mut any = false;
+        for e in st.sq.iter_mut().filter(|e| !e.posted) {
+            if conn.post(e.msg).is_err() {
+                break;
+            }
+            e.posted = true;
+            any = true;
+        }
+        any
+    }
+
+    /// Reports the requests that are over, in order; returns whether some
+    /// were and more wait to be posted.
+    pub(super) fn reap(&self, st: &mut QpInner, conn: &mut Conn) -> bool {
+        let mut failed = false;
+        let mut reaped = false;
+        while let Some(first) = st.sq.first() {
+            let Some(verdict) = first.finished() else {
+                break;
+            };
+            reaped = true;
+            let e = st.sq.remove(0);
+            let Ok(e) = e else { break };
+            let status = verdict.map_or(WcStatus::Success, nak_status);
+            if status != WcStatus::Success || e.wr.signaled || self.sig_all {
+                let len = if status == WcStatus::Success {
+                    e.wr.len() as u32
+                } else {
+                    0
+                };
+                self.scq.push(
+                    self.wc(
+                        e.wr.wr_id,
+                        status,
+                        wc_opcode(&e.wr.op),
+                        len,
+                        None,
+                        st.dest_qp,
+                    ),
+                    false,
+                );
+            }
+            if status != WcStatus::Success {
+                failed = true;
+                break;
+            }
+        }
+        if failed {
+            self.to_error(st, conn);
+            return false;
+        }
+        reaped && st.sq.iter().any(|e| !e.posted)
+    }
+
+    /// Places Read data or an atomic's result into the request's buffers.
+    pub(super) fn place_response(
+        &self,
+        st: &mut QpInner,
+        conn: &mut Conn,
+        h: &DataHeader,
+        bytes: &[u8],
+    ) -> Result<bool, NakCode> {
+        if h.opcode != Opcode::ReadResp {
+            return Err(NakCode::InvalidRequest);
+        }
+        let Some(e) = st.sq.iter().find(|e| e.resp == Some(h.msn)) else {
+            // Not ours (any more): a late copy after the request completed.
+            return match st
+                .resp_stream
+                .on_packet(h.msn, bytes.len() as u32, h.msg_len)
+            {
+                Err(StreamError::Completed) => Ok(false),
+                _ => Err(NakCode::InvalidRequest),
+            };
+        };
+        if u64::from(h.msg_len) != e.wr.len() {
+            return Err(NakCode::InvalidRequest);
+        }
+        match st
+            .resp_stream
+            .on_packet(h.msn, bytes.len() as u32, h.msg_len)
+        {
+            Ok(()) => {}
+            Err(StreamError::Completed) => return Ok(false),
+            Err(_) => return Err(NakCode::InvalidRequest),
+        }
+        let tables = self.dev.tables.lock();
+        scatter(e.wr.sges(), self.pd, &tables.mrs, h.offset, bytes)
+            .ok_or(NakCode::InvalidRequest)?;
+        drop(tables);
+        while let Some(msn) = st.resp_stream.pop_completed() {
+            if let Some(e) = st.sq.iter_mut().find(|e| e.resp == Some(msn)) {
+                e.resp_done = true;
+            }
+        }
+        conn.set_progress(h.stream, st.resp_stream.progress());
+        Ok(true)
+    }
+
+    /// Checks a send request and copies its inline data (`post_send` before
+    /// any lock but the table's).
+    pub(super) fn prepare_send(&self, wr: &SendWr) -> Result<SendRequest> {
+        let len = wr.len();
+        let mut inline = KVec::new();
+        if wr.inline && len > 0 {
+            if len > u64::from(MAX_INLINE) {
+                return Err(EINVAL);
+            }
+            // Kernel consumers may post from atomic context.
+            let gfp = if self.user { GFP_KERNEL } else { GFP_ATOMIC };
+            inline.reserve(len as usize, gfp)?;
+            for s in wr.sges() {
+                let at = inline.len();
+                inline.resize(at + s.length as usize, 0, gfp)?;
+                let dst = inline.get_mut(at..).ok_or(EINVAL)?;
+                match &self.kmem {
+                    Some(k) => k.read(s.addr, dst)?,
+                    None => copy_from_user(dst, s.addr)?,
+                }
+            }
+        }
+        let (opcode, remote, imm, atomic) = match wr.op {
+            SendOp::Send => (Opcode::Send, None, None, None),
+            SendOp::SendImm(i) => (Opcode::SendImm, None, Some(i), None),
+            SendOp::Write { addr, rkey } => {
+                (Opcode::Write, Some(Remote { rkey, addr }), None, None)
+            }
+            SendOp::WriteImm { addr, rkey, imm } => (
+                Opcode::WriteImm,
+                Some(Remote { rkey, addr }),
+                Some(imm),
+                None,
+            ),
+            SendOp::Read { addr, rkey } => {
+                (Opcode::ReadReq, Some(Remote { rkey, addr }), None, None)
+            }
+            SendOp::CmpSwap {
+                addr,
+                rkey,
+                compare,
+                swap,
+            } => (
+                Opcode::CmpSwap,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic {
+                    swap_add: swap,
+                    compare,
+                }),
+            ),
+            SendOp::FetchAdd { addr, rkey, add } => (
+                Opcode::FetchAdd,
+                Some(Remote { rkey, addr }),
+                None,
+                Some(Atomic {
+                    swap_add: add,
+                    compare: 0,
+                }),
+            ),
+        };
+        let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
+        if (atomic.is_some() && len != 8) || (answered && wr.inline) {
+            return Err(EINVAL);
+        }
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        // Local buffers are checked now: a bad one completes in error at once.
+        let local_ok = !inline.is_empty() || {
+            let t = self.dev.tables.lock();
+            wr.sges().iter().all(|s| {
+                t.mrs
+                    .local(self.pd, s.addr, u64::from(s.length), s.lkey, answered)
+                    .is_some()
+            })
+        };
+        Ok(SendRequest {
+            inline,
+            opcode,
+            remote,
+            imm,
+            atomic,
+            answered,
+            len,
+            len32,
+            local_ok,
+        })
+    }
+
+    /// Queues a prepared request, under the QP lock (`post_send`, once the
+    /// QP is known to be ready to send); returns whether it fits one packet.
+    pub(super) fn queue_send(
+        &self,
+        st: &mut QpInner,
+        wr: &SendWr,
+        req: SendRequest,
+    ) -> Result<bool> {
+        let SendRequest {
+            inline,
+            opcode,
+            remote,
+            imm,
+            atomic,
+            answered,
+            len,
+            len32,
+            ..
+        } = req;
+        let msn = st.next_msn;
+        let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
+        let rsn = if matches!(opcode, Opcode::Send | Opcode::SendImm) {
+            st.next_rsn as u8
+        } else {
+            0
+        };
+        let msg = Message {
+            opcode,
+            stream: requests(st.dest_qp),
+            msn,
+            rsn,
+            len: len32,
+            remote,
+            imm,
+            atomic,
+        };
+        let resp = answered.then_some(st.next_resp);
+        st.sq.push(
+            SqEntry {
+                wr: *wr,
+                msn,
+                msg,
+                posted: false,
+                done: None,
+                inline,
+                resp,
+                resp_done: false,
+            },
+            GFP_ATOMIC,
+        )?;
+        st.next_msn = msn.wrapping_add(1);
+        if answered {
+            st.next_resp = st.next_resp.wrapping_add(1);
+        }
+        if consumes {
+            st.next_rsn = st.next_rsn.wrapping_add(1);
+        }
+        Ok(len <= u64::from(st.mtu))
+    }
+}
+
+/// Copies bytes `[offset, offset + buf.len())` of a send request's data.
+pub(super) fn gather(e: &SqEntry, pd: u32, t: &MrTable, offset: u32, buf: &mut [u8]) -> Result {
+    if !e.inline.is_empty() || e.wr.inline {
+        let src = e
+            .inline
+            .get(offset as usize..offset as usize + buf.len())
+            .ok_or(EINVAL)?;
+        buf.copy_from_slice(src);
+        return Ok(());
+    }
+    let len = buf.len();
+    sge_pieces(e.wr.sges(), pd, t, false, offset, len, |mr, at, piece| {
+        mr.read(at, buf.get_mut(piece)?).ok()
+    })
+    .ok_or(EINVAL)
+}
+
+#[kunit_tests(metaroce_requester)]
+mod tests {
+    use super::*;
+    use crate::abstractions::types::{Sge, MAX_SGE};
+
+    fn entry(op: SendOp, resp: Option<u32>) -> SqEntry {
+        let mut sge = [Sge::default(); MAX_SGE];
+        sge[0].length = 8;
+        SqEntry {
+            wr: SendWr {
+                wr_id: 7,
+                op,
+                sge,
+                num_sge: 1,
+                signaled: true,
+                inline: false,
+            },
+            msn: 0,
+            msg: Message {
+                opcode: Opcode::Write,
+                stream: requests(0),
+                msn: 0,
+                rsn: 0,
+                len: 8,
+                remote: Some(Remote { rkey: 1, addr: 0 }),
+                imm: None,
+                atomic: None,
+            },
+            posted: true,
+            done: None,
+            inline: KVec::new(),
+            resp,
+            resp_done: false,
+        }
+    }
+
+    #[test]
+    fn reads_complete_when_answered_and_errors_at_once() {
+        let mut w = entry(SendOp::Write { addr: 0, rkey: 1 }, None);
+        assert_eq!(w.finished(), None);
+        w.done = Some(None);
+        assert_eq!(w.finished(), Some(None));
+
+        let mut r = entry(SendOp::Read { addr: 0, rkey: 1 }, Some(0));
+        r.done = Some(None);
+        // Delivered but not answered yet.
+        assert_eq!(r.finished(), None);
+        r.resp_done = true;
+        assert_eq!(r.finished(), Some(None));
+
+        let mut bad = entry(
+            SendOp::FetchAdd {
+                addr: 0,
+                rkey: 1,
+                add: 1,
+            },
+            Some(1),
+        );
+        bad.done = Some(Some(NakCode::RemoteAccess));
+        assert_eq!(bad.finished(), Some(Some(NakCode::RemoteAccess)));
+        assert_eq!(nak_status(NakCode::RemoteAccess), WcStatus::RemAccessErr);
+    }
+}

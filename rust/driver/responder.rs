@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The responder side of a queue pair: each arriving request checked and
+//! placed on arrival (Writes into the region, Sends into the receive they
+//! name), receives completed in order, Reads and atomics answered once every
+//! request before them is complete. Safe Rust only.
+
+use super::{
+    mr::{scatter, MrEntry, MrTable},
+    state::{requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
+};
+use crate::abstractions::types::{Access, QpState, WcOpcode, WcStatus};
+use crate::transport::{
+    conn::Message,
+    stream::{StreamError, MAX_OUTSTANDING},
+    wire::{DataHeader, NakCode, Opcode},
+};
+use kernel::prelude::*;
+
+/// Which posted receive (index from the oldest) a Send with receive number
+/// `rsn` (low 8 bits) uses, when `consumed` receives are already used: one
+/// of the next `MAX_OUTSTANDING`, or none.
+fn receive_slot(consumed: u32, rsn: u8) -> Option<usize> {
+    let d = rsn.wrapping_sub(consumed as u8);
+    (u32::from(d) < MAX_OUTSTANDING).then_some(usize::from(d))
+}
+
+impl QpShared {
+    /// An arriving data packet for this QP: places it and releases what
+    /// completed; `Err` names the NAK to send.
+    pub(super) fn on_data(
+        &self,
+        st: &mut QpInner,
+        conn: &mut Conn,
+        h: &DataHeader,
+        bytes: &[u8],
+    ) -> Result<(), NakCode> {
+        if st.dead || st.peer.is_none() {
+            return Err(NakCode::InvalidRequest);
+        }
+        if !matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            // In the error state nothing is placed: every request fails.
+            return Err(NakCode::RemoteOperation);
+        }
+        st.proven = true;
+        let placed = self.place(st, conn, h, bytes);
+        if placed.is_ok() {
+            self.complete_receives(st, conn);
+        }
+        if let Some((d, status)) = st.fatal.take() {
+            if d < st.rq.len() {
+                if let Ok(r) = st.rq.remove(d) {
+                    self.rcq.push(
+                        self.wc(r.wr_id, status, WcOpcode::Recv, 0, None, st.dest_qp),
+                        false,
+                    );
+                }
+            }
+            self.to_error(st, conn);
+        }
+        placed.map(|_| ())
+    }
+
+    /// Places one arriving data packet; `Err` names the NAK to send.
+    fn place(
+        &self,
+        st: &mut QpInner,
+        conn: &mut Conn,
+        h: &DataHeader,
+        bytes: &[u8],
+    ) -> Result<bool, NakCode> {
+        if h.stream == responses(self.qpn) {
+            return self.place_response(st, conn, h, bytes);
+        }
+        if h.stream != requests(self.qpn) {
+            return Err(NakCode::InvalidRequest);
+        }
+        let idx = (h.msn % MAX_OUTSTANDING) as usize;
+        // Read requests and atomics carry no bytes: their one packet is all
+        // of them (`msg_len` is the length asked for).
+        let carried = if h.opcode.has_payload() { h.msg_len } else { 0 };
+        match st.rstream.on_packet(h.msn, bytes.len() as u32, carried) {
+            Ok(()) => {}
+            Err(StreamError::Completed) => return Ok(false),
+            Err(_) => return Err(NakCode::InvalidRequest),
+        }
+        let tables = self.dev.tables.lock();
+        // The target region of a remote access, checked for `right` on both
+        // the QP and the region, and for bounds: its offset.
+        let remote = |right: u32, at: u64, len: u64| -> Result<(&MrEntry, u64), NakCode> {
+            let r = h.remote.ok_or(NakCode::InvalidRequest)?;
+            let e = tables.mrs.mr(r.rkey).ok_or(NakCode::RemoteAccess)?;
+            if e.pd != self.pd || !e.access.has(right) || !st.access.has(right) {
+                return Err(NakCode::RemoteAccess);
+            }
+            let at = r.addr.checked_add(at).ok_or(NakCode::RemoteAccess)?;
+            Ok((e, e.offset(at, len).ok_or(NakCode::RemoteAccess)?))
+        };
+        match h.opcode {
+            Opcode::Write | Opcode::WriteImm => {
+                // The whole message must fit, whichever packet comes first:
+                // otherwise the packets inside would land before the one
+                // outside is refused.
+                let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
+                e.write(base + u64::from(h.offset), bytes)
+                    .map_err(|_| NakCode::RemoteAccess)?;
+            }
+            Opcode::ReadReq => {
+                remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
+            }
+            Opcode::CmpSwap | Opcode::FetchAdd => {
+                let r = h.remote.ok_or(NakCode::InvalidRequest)?;
+                if r.addr % 8 != 0 {
+                    return Err(NakCode::InvalidRequest);
+                }
+                remote(Access::REMOTE_ATOMIC, 0, 8)?;
+            }
+            Opcode::Send | Opcode::SendImm => {
+                let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
+                let rwr = st.rq.get(d).ok_or(NakCode::ReceiverNotReady)?;
+                let room: u64 = rwr.sges().iter().map(|s| u64::from(s.length)).sum();
+                if u64::from(h.msg_len) > room {
+                    // Nothing of it is placed; the receive completes with a
+                    // local length error and the QP fails (after the NAK).
+                    st.fatal = Some((d, WcStatus::LocLenErr));
+                    return Err(NakCode::InvalidRequest);
+                }
+                scatter(rwr.sges(), self.pd, &tables.mrs, h.offset, bytes)
+                    .ok_or(NakCode::InvalidRequest)?;
+            }
+            Opcode::ReadResp => return Err(NakCode::InvalidRequest),
+        }
+        drop(tables);
+        if let Some(m) = st.rx.get_mut(idx) {
+            *m = RxMsg {
+                used: true,
+                opcode: h.opcode as u8,
+                imm: h.imm,
+                len: h.msg_len,
+                remote: h.remote,
+                atomic: h.atomic,
+            };
+        }
+        Ok(true)
+    }
+
+    /// Performs an atomic on the target (checked when it arrived) and returns
+    /// the value found. Atomics of this device are serialised by the table lock.
+    fn atomic(&self, m: &RxMsg) -> Option<[u8; 8]> {
+        let r = m.remote?;
+        let a = m.atomic?;
+        let tables = self.dev.tables.lock();
+        let e = tables.mrs.mr(r.rkey)?;
+        let off = e.offset(r.addr, 8)?;
+        let mut old = [0u8; 8];
+        e.read(off, &mut old).ok()?;
+        let v = u64::from_ne_bytes(old);
+        let new = if m.opcode == Opcode::CmpSwap as u8 {
+            if v == a.compare {
+                a.swap_add
+            } else {
+                v
+            }
+        } else {
+            v.wrapping_add(a.swap_add)
+        };
+        e.write(off, &new.to_ne_bytes()).ok()?;
+        Some(old)
+    }
+
+    /// Posts the responses owed that the connection can take now.
+    /// Returns whether the connection took any.
+    pub(super) fn post_responses(st: &mut QpInner, conn: &mut Conn) -> bool {
+        let stream = responses(st.dest_qp);
+        let mut any = false;
+        for o in st.owed.iter_mut().filter(|o| !o.posted) {
+            let msg = Message {
+                opcode: Opcode::ReadResp,
+                stream,
+                msn: o.msn,
+                rsn: 0,
+                len: o.len,
+                remote: None,
+                imm: None,
+                atomic: None,
+            };
+            if conn.post(msg).is_err() {
+                break;
+            }
+            o.posted = true;
+            any = true;
+        }
+        any
+    }
+
+    /// Releases the receive completions of messages complete in order.
+    fn complete_receives(&self, st: &mut QpInner, conn: &mut Conn) {
+        let mut progressed = false;
+        while let Some(msn) = st.rstream.pop_completed() {
+            progressed = true;
+            let m = st
+                .rx
+                .get_mut((msn % MAX_OUTSTANDING) as usize)
+                .map(core::mem::take)
+                .unwrap_or_default();
+            let answer = if m.opcode == Opcode::ReadReq as u8 {
+                Some((m.remote, [0u8; 8], m.len))
+            } else if m.opcode == Opcode::CmpSwap as u8 || m.opcode == Opcode::FetchAdd as u8 {
+                // Checked on arrival; a region deregistered since answers 0.
+                Some((None, self.atomic(&m).unwrap_or_default(), 8))
+            } else {
+                None
+            };
+            if let Some((read, value, len)) = answer {
+                let msn = st.next_owed;
+                st.next_owed = msn.wrapping_add(1);
+                let entry = RespEntry {
+                    msn,
+                    posted: false,
+                    read,
+                    value,
+                    len,
+                };
+                if st.owed.push(entry, GFP_ATOMIC).is_err() {
+                    // Out of memory: the requester's Read never completes and
+                    // its QP times out; nothing is corrupted.
+                    pr_warn!("qp {}: no memory for a response\n", self.qpn);
+                }
+                continue;
+            }
+            let consumes = m.used
+                && (m.opcode == Opcode::Send as u8
+                    || m.opcode == Opcode::SendImm as u8
+                    || m.opcode == Opcode::WriteImm as u8);
+            if !consumes {
+                continue;
+            }
+            if st.rq.is_empty() {
+                continue;
+            }
+            let Ok(r) = st.rq.remove(0) else { continue };
+            st.rq_base = st.rq_base.wrapping_add(1);
+            // A Write with Immediate reports the bytes written, as Sends do.
+            let op = if m.opcode == Opcode::WriteImm as u8 {
+                WcOpcode::RecvRdmaWithImm
+            } else {
+                WcOpcode::Recv
+            };
+            // The wire carries no solicited flag: every receive counts as
+            // solicited, so a solicited-only waiter is never left asleep.
+            self.rcq.push(
+                self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp),
+                true,
+            );
+        }
+        if progressed {
+            conn.set_progress(requests(self.qpn), st.rstream.progress());
+            // Posted responses are sent by the pump that follows.
+            let _ = Self::post_responses(st, conn);
+        }
+    }
+}
+
+/// Copies bytes of a response: Read data from the responder's region (checked
+/// again: it may have been deregistered since), or an atomic's result.
+pub(super) fn gather_response(
+    o: &RespEntry,
+    pd: u32,
+    t: &MrTable,
+    offset: u32,
+    buf: &mut [u8],
+) -> Result {
+    let Some(r) = o.read else {
+        let src = o
+            .value
+            .get(offset as usize..offset as usize + buf.len())
+            .ok_or(EINVAL)?;
+        buf.copy_from_slice(src);
+        return Ok(());
+    };
+    let e = t.mr(r.rkey).ok_or(EINVAL)?;
+    if e.pd != pd || !e.access.has(Access::REMOTE_READ) {
+        return Err(EINVAL);
+    }
+    let at = r.addr.checked_add(u64::from(offset)).ok_or(EINVAL)?;
+    let off = e.offset(at, buf.len() as u64).ok_or(EINVAL)?;
+    e.read(off, buf)
+}
+
+#[kunit_tests(metaroce_responder)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_find_their_receive_across_the_wrap() {
+        assert_eq!(receive_slot(0, 0), Some(0));
+        assert_eq!(receive_slot(250, 250), Some(0));
+        assert_eq!(receive_slot(250, 3), Some(9));
+        assert_eq!(receive_slot(250, 250u8.wrapping_add(63)), Some(63));
+        // Older than the oldest posted receive, or too far ahead.
+        assert_eq!(receive_slot(250, 249), None);
+        assert_eq!(receive_slot(250, (250u32 + 64) as u8), None);
+    }
+}

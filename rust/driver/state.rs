@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The state of a device's verbs objects, declared together because they
+//! point at each other: the device (`Shared`) lists its peer connections, a
+//! peer connection (`Peer`) the streams of its queue pairs, and a queue pair
+//! (`QpShared`) its device and its peer connection. What they do is in the
+//! files that use this one (Documentation/architecture.md); here are their
+//! fields, the naming of a queue pair's streams, and the two things every
+//! one of those files does to a queue pair: complete a request, and move the
+//! QP to the error state. Safe Rust only.
+//!
+//! Mapping (Documentation/verbs.md): a device keeps one transport connection
+//! per peer host (`Peer`), for as long as it lives, and every RC queue pair
+//! to that host is a pair of streams on it: its requests travel on stream
+//! `2 * receiver's QPN`, the answers to them (Read data, atomic results) on
+//! `2 * requester's QPN + 1`. The connection sprays all of them over `paths()`
+//! paths (UDP source ports) under one congestion controller. Before data
+//! flows, the two ends name their incarnation of the connection with a hello
+//! exchange (`transport::handshake`).
+//!
+//! Contexts: `post_send`/`post_recv`/verbs calls run in process context; the
+//! receive callback and the peer's timer run in softirq. Every piece of state
+//! they share sits behind a `spin_lock_bh` lock. Lock order: peer, then QP,
+//! then memory-region table, then CQ.
+//!
+//! `NetPort<Shared>` and `Timer<Peer>` need `Shared: UdpHandler` (shared.rs)
+//! and `Peer: TimerHandler` (peer.rs): those trait implementations are how the
+//! upper files plug into the port and the timer; nothing here calls them.
+
+use super::{cq::CqShared, mr::MrTable};
+use crate::abstractions::{
+    memory::KernelMemory,
+    net::{NetPort, Timer},
+    sync::SpinLockBh,
+    types::{Access, QpCaps, QpId, QpState, RecvWr, SendOp, SendWr, Wc, WcOpcode, WcStatus},
+};
+use crate::transport::{
+    conn::{Connection, Message},
+    handshake::Handshake,
+    stream::{RecvStream, MAX_OUTSTANDING},
+    wire::{Atomic, NakCode, Remote},
+};
+use kernel::{
+    alloc::KVec,
+    prelude::*,
+    sync::{atomic::Atomic as KAtomic, Arc},
+};
+
+/// The most paths (UDP source ports) a connection can have.
+pub(crate) const PATHS: usize = 16;
+
+pub(super) type Conn = Connection<PATHS>;
+
+/// The stream of the requests to queue pair `qpn`.
+pub(super) const fn requests(qpn: u32) -> u32 {
+    qpn << 1
+}
+
+/// The stream of the answers (Read data, atomic results) to queue pair `qpn`.
+pub(super) const fn responses(qpn: u32) -> u32 {
+    (qpn << 1) | 1
+}
+
+/// State shared by a device's objects and its receive path (shared.rs).
+pub(crate) struct Shared {
+    /// The namespace's port, until the device goes away.
+    pub(super) port: Pin<KBox<SpinLockBh<Option<Arc<NetPort<Shared>>>>>>,
+    pub(super) tables: Pin<KBox<SpinLockBh<Tables>>>,
+}
+
+/// A device's tables, under one lock: its memory regions, its peer
+/// connections, the number of its next protection domain.
+pub(super) struct Tables {
+    pub(super) mrs: MrTable,
+    pub(super) peers: KVec<Arc<PeerNode>>,
+    pub(super) next_pd: u32,
+}
+
+/// The connection to one peer host, with its timer.
+pub(super) type PeerNode = Timer<Peer>;
+
+/// A device's connection to one peer host (peer.rs).
+pub(crate) struct Peer {
+    pub(super) ip: [u8; 4],
+    pub(super) dev: Arc<Shared>,
+    /// Our epoch (the connection id we receive on), readable without the
+    /// lock by the port's dispatch.
+    pub(super) epoch: KAtomic<u32>,
+    /// Packets in flight after the last pump, readable without the lock.
+    pub(super) in_flight: KAtomic<u32>,
+    pub(super) st: Pin<KBox<SpinLockBh<PeerInner>>>,
+}
+
+/// A queue pair attached to a peer: its number and its peer QP's, which
+/// name its streams.
+pub(super) struct Stream {
+    pub(super) qpn: u32,
+    pub(super) dest: u32,
+    pub(super) qp: Arc<QpShared>,
+}
+
+/// A peer connection's state under its lock.
+pub(super) struct PeerInner {
+    pub(super) conn: KVBox<Conn>,
+    pub(super) hs: Handshake,
+    pub(super) streams: KVec<Stream>,
+    /// When the next hello is due while the handshake is incomplete.
+    pub(super) next_hello: u64,
+    pub(super) hello_gap: u64,
+    /// The stream served first by the next pump (round robin).
+    pub(super) rr: usize,
+    /// The last time the peer showed life, or nothing was waiting on it.
+    pub(super) alive_at: u64,
+    pub(super) dead: bool,
+}
+
+/// A queue pair's state, shared by its verbs object (`Qp`, qp.rs) and the
+/// stream of its peer connection.
+pub(crate) struct QpShared {
+    pub(super) qpn: u32,
+    pub(super) id: QpId,
+    pub(super) pd: u32,
+    pub(super) user: bool,
+    /// A kernel consumer's QP: the memory its inline data lives in.
+    pub(super) kmem: Option<KernelMemory>,
+    pub(super) sig_all: bool,
+    pub(super) caps: QpCaps,
+    pub(super) dev: Arc<Shared>,
+    pub(super) scq: Arc<CqShared>,
+    pub(super) rcq: Arc<CqShared>,
+    pub(super) st: Pin<KBox<SpinLockBh<QpInner>>>,
+}
+
+/// A request on the send queue (requester.rs).
+pub(super) struct SqEntry {
+    pub(super) wr: SendWr,
+    pub(super) msn: u32,
+    /// The transport message, and whether the connection has taken it yet
+    /// (it holds at most `MAX_OUTSTANDING` per stream; the send queue may
+    /// be deeper).
+    pub(super) msg: Message,
+    pub(super) posted: bool,
+    /// Transport verdict: `Some(None)` delivered, `Some(Some(code))` refused.
+    pub(super) done: Option<Option<NakCode>>,
+    pub(super) inline: KVec<u8>,
+    /// Reads and atomics: the response's number on the response stream, and
+    /// whether all of it has arrived.
+    pub(super) resp: Option<u32>,
+    pub(super) resp_done: bool,
+}
+
+/// A request that arrived, kept until it completes in order (responder.rs).
+#[derive(Clone, Copy, Default)]
+pub(super) struct RxMsg {
+    pub(super) used: bool,
+    pub(super) opcode: u8,
+    pub(super) imm: Option<u32>,
+    pub(super) len: u32,
+    pub(super) remote: Option<Remote>,
+    pub(super) atomic: Option<Atomic>,
+}
+
+/// A response the responder owes (responder.rs): Read data from its memory, or the value an
+/// atomic found.
+pub(super) struct RespEntry {
+    pub(super) msn: u32,
+    pub(super) posted: bool,
+    pub(super) read: Option<Remote>,
+    pub(super) value: [u8; 8],
+    pub(super) len: u32,
+}
+
+/// A queue pair's state under its lock.
+pub(super) struct QpInner {
+    pub(super) state: QpState,
+    pub(super) access: Access,
+    pub(super) mtu: u32,
+    pub(super) dest_qp: u32,
+    pub(super) rq_psn: u32,
+    pub(super) sq_psn: u32,
+    pub(super) dest_ip: [u8; 4],
+    pub(super) max_rd_atomic: u8,
+    pub(super) max_dest_rd_atomic: u8,
+    pub(super) timeout: u8,
+    pub(super) retry_cnt: u8,
+    pub(super) rnr_retry: u8,
+    pub(super) min_rnr_timer: u8,
+    /// The connection to the peer host, from RTR until reset or destroy.
+    pub(super) peer: Option<Arc<PeerNode>>,
+    pub(super) sq: KVec<SqEntry>,
+    pub(super) next_msn: u32,
+    pub(super) next_rsn: u32,
+    pub(super) rq: KVec<RecvWr>,
+    /// Receive number of `rq[0]`: receives consumed so far.
+    pub(super) rq_base: u32,
+    pub(super) rstream: RecvStream,
+    pub(super) rx: [RxMsg; MAX_OUTSTANDING as usize],
+    /// Requester: reads/atomics posted; responses received.
+    pub(super) next_resp: u32,
+    pub(super) resp_stream: RecvStream,
+    /// Responder: responses owed, oldest first, and the next one's number.
+    pub(super) owed: KVec<RespEntry>,
+    pub(super) next_owed: u32,
+    /// A receive that failed on arrival (index in `rq`): it completes with
+    /// this status and the QP moves to the error state.
+    pub(super) fatal: Option<(usize, WcStatus)>,
+    /// The peer answered this QP (a request completed, data arrived): its
+    /// peer QP is known to exist in the current incarnation.
+    pub(super) proven: bool,
+    pub(super) dead: bool,
+}
+
+/// The completion opcode of a send request.
+pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendImm(_) => WcOpcode::Send,
+        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+    }
+}
+
+impl QpShared {
+    /// A completion of this queue pair.
+    pub(super) fn wc(
+        &self,
+        wr_id: u64,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u32,
+        imm: Option<u32>,
+        src_qp: u32,
+    ) -> Wc {
+        Wc {
+            wr_id,
+            status,
+            opcode,
+            byte_len,
+            imm,
+            qp: self.id,
+            src_qp,
+        }
+    }
+
+    /// Moves to the error state: every outstanding request completes flushed
+    /// and the connection stops sending for this QP. Its streams stay
+    /// attached: what the peer still sends is refused, so the peer's requests
+    /// complete, in error, instead of hanging.
+    pub(super) fn to_error(&self, st: &mut QpInner, conn: &mut Conn) {
+        if st.peer.is_some() {
+            conn.cancel_stream(requests(st.dest_qp), NakCode::RemoteOperation);
+            conn.cancel_stream(responses(st.dest_qp), NakCode::RemoteOperation);
+        }
+        self.flush(st);
+    }
+
+    /// The error state without a connection (not attached, or the caller
+    /// cancels the streams).
+    pub(super) fn flush(&self, st: &mut QpInner) {
+        st.state = QpState::Err;
+        st.owed.clear();
+        for e in st.sq.drain_all() {
+            let wc = self.wc(
+                e.wr.wr_id,
+                WcStatus::WrFlushErr,
+                wc_opcode(&e.wr.op),
+                0,
+                None,
+                st.dest_qp,
+            );
+            self.scq.push(wc, false);
+        }
+        for r in st.rq.drain_all() {
+            let wc = self.wc(
+                r.wr_id,
+                WcStatus::WrFlushErr,
+                WcOpcode::Recv,
+                0,
+                None,
+                st.dest_qp,
+            );
+            self.rcq.push(wc, false);
+        }
+    }
+}
+
+#[kunit_tests(metaroce_verbs)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_name_the_receiving_qp() {
+        // Requests to QP 0x11 and the answers to QP 0x12 never collide, and
+        // the receiver finds its QP from either.
+        assert_eq!(requests(0x11), 0x22);
+        assert_eq!(responses(0x12), 0x25);
+        assert_eq!(requests(0xff_ffff) >> 1, 0xff_ffff);
+        assert_eq!(responses(0xff_ffff) >> 1, 0xff_ffff);
+        assert_ne!(requests(7), responses(7));
+    }
+}
