@@ -1,19 +1,41 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `make check`: set-up (what is missing), the test kernel (cached), the module,
-# the userspace crates' tests, then one VM boot that loads the module, runs its
-# KUnit suites and the selftests. Prints TAP and "N passed, N failed[, N skipped]";
-# exits non-zero on any failure or any WARN/BUG/KASAN/lockdep/kmemleak report.
+# `make check`: set-up (what is missing), the static checks (rustfmt, clippy),
+# the test kernel (cached), the module (under clippy, then for the tests), the
+# userspace crates' tests, then one VM boot that loads the module, runs its
+# KUnit suites and the selftests. Prints TAP and "N passed, N failed[, N
+# skipped]"; exits non-zero on any failure or any WARN/BUG/KASAN/lockdep/kmemleak
+# report.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
 start=$(date +%s)
 "$TOP/scripts/setup.sh" || die "set-up failed"
+run_dir check
+
+# The static checks take seconds: they come first, so that a failure shows at
+# once. Each is a TAP point (lint.tap): a failure fails the run at the end, and
+# the tests still run.
+lint_point() { # NUMBER NAME LOG COMMAND...: the point of COMMAND's exit status
+	local n=$1 name=$2 logf=$3
+	shift 3
+	if "$@" >"$logf" 2>&1; then
+		echo "ok $n $name" >>"$out/lint.tap"
+	else
+		echo "not ok $n $name" >>"$out/lint.tap"
+		log "FAILED: $name; log: $logf"
+	fi
+}
+lint_point 1 "lint: rustfmt" "$out/lint-fmt.log" make -C "$TOP" --no-print-directory lint-fmt
+lint_point 2 "lint: cargo clippy" "$out/lint-clippy.log" make -C "$TOP" --no-print-directory lint-clippy
+
 kdir=$("$TOP/scripts/build-kernel.sh" debug) || die "kernel build failed"
 log "kernel: $kdir"
 
-run_dir check
-
+# The module under the kernel's clippy first: clippy-driver does not make the
+# same metaroce.ko as rustc, so the module the guest loads is built after it.
+lint_point 3 "lint: the module under clippy (CLIPPY=1)" "$out/lint-module.log" \
+	make -C "$TOP" --no-print-directory KDIR="$kdir" lint-module
 make -C "$TOP" KDIR="$kdir" modules >"$out/module-build.log" 2>&1 || {
 	tail -40 "$out/module-build.log" >&2
 	die "module build failed; log: $out/module-build.log"
@@ -43,7 +65,7 @@ vm_rc=$?
 log "VM exited with $vm_rc after $(($(date +%s) - start)) s in all"
 
 python3 "$TOP/scripts/tap_report.py" --cargo "$out"/cargo-*.log \
-	--unittest "$out"/unittest-*.log --guest "$out/guest" |
+	--unittest "$out"/unittest-*.log --points "$out/lint.tap" --guest "$out/guest" |
 	tee "$out/report.tap"
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ]; then

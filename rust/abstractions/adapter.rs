@@ -23,6 +23,10 @@ use kernel::{
 /// Bridges C's `ib_device_ops` to a [`DeviceOps`] implementation.
 pub(super) struct Adapter<T: DeviceOps>(PhantomData<T>);
 
+// Each `unsafe` function here is the `ib_device_ops` operation of its name: its
+// contract is the RDMA core's for that operation, on a device of a
+// `DeviceSet<T>` (what each relies on is in its SAFETY comments).
+#[allow(clippy::missing_safety_doc)]
 impl<T: DeviceOps> Adapter<T> {
     /// The operations table of a device of `module` whose driver data is freed
     /// by `dealloc_driver` (the device set's).
@@ -90,7 +94,7 @@ impl<T: DeviceOps> Adapter<T> {
             attr.local_ca_ack_delay = 15;
             // Devices created here are freed by `dealloc_driver`, so the core may
             // unregister them on the user's request (`rdma link delete`).
-            attr.kernel_cap_flags |= bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+            attr.kernel_cap_flags |= u64::from(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
             Ok(0)
         })
     }

@@ -17,6 +17,12 @@
     unreachable_pub,
     unsafe_op_in_unsafe_fn,
     unnecessary_transmutes,
+    // The lints the kernel adds to `clippy::all`, allowed as for the kernel's
+    // own bindings (`rust/bindings/lib.rs`).
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     clippy::undocumented_unsafe_blocks
 )]
 

@@ -18,7 +18,13 @@ use super::{
 };
 use core::{marker::PhantomData, mem::size_of};
 use kernel::{
-    alloc::KVec, error::code::*, ffi::c_void, new_mutex, prelude::*, sync::Mutex, ThisModule,
+    alloc::KVec,
+    error::code::*,
+    ffi::{c_char, c_void},
+    new_mutex,
+    prelude::*,
+    sync::Mutex,
+    ThisModule,
 };
 
 /// Why [`DeviceSet::add`] did not create a device.
@@ -156,7 +162,7 @@ impl<T: DeviceOps> DeviceSet<T> {
             let desc = &mut (*ib).node_desc;
             let room = desc.len() - 1;
             for (d, s) in desc.iter_mut().zip(T::NODE_DESC.iter().take(room)) {
-                *d = *s as _;
+                *d = *s as c_char;
             }
             bindings::mr_ib_mark_name_assigned_by_user(ib);
             bindings::ib_set_device_ops(ib, &ops);
@@ -246,6 +252,11 @@ impl<T: DeviceOps> DeviceSet<T> {
     }
 
     /// The core frees device `ib`: the set forgets it and its data is dropped.
+    ///
+    /// # Safety
+    ///
+    /// Only as the `dealloc_driver` operation of a device this set created,
+    /// which the core calls once, after every other operation.
     unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
         let dev = ib.cast::<Device<T>>();
         // SAFETY: `set` is the `DeviceSet<T>` that created the device (written

@@ -79,6 +79,9 @@ impl<T: LinkOps> LinkRegistration<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only as the `newlink` operation of this registration's `rdma_link_ops`.
     unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut bindings::net_device) -> c_int {
         from_result(|| {
             let handler = HANDLER.load(Ordering::Acquire);

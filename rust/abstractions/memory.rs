@@ -8,7 +8,11 @@
 //! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h)
 
 use super::bindings;
-use kernel::{alloc::KVec, ffi::c_int, prelude::*};
+use kernel::{
+    alloc::KVec,
+    ffi::{c_int, c_ulong},
+    prelude::*,
+};
 
 /// User memory pinned for a memory region (`struct ib_umem`), with its pages.
 ///
@@ -203,7 +207,7 @@ pub(crate) fn copy_from_user(dst: &mut [u8], addr: u64) -> Result {
     // SAFETY: `dst` is valid for `dst.len()` writes; the user address is
     // checked by `copy_from_user`.
     let left =
-        unsafe { bindings::mr_copy_from_user(dst.as_mut_ptr().cast(), addr, dst.len() as _) };
+        unsafe { bindings::mr_copy_from_user(dst.as_mut_ptr().cast(), addr, dst.len() as c_ulong) };
     if left == 0 {
         Ok(())
     } else {

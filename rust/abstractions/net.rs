@@ -7,9 +7,9 @@
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h),
 //! [`include/linux/hrtimer.h`](srctree/include/linux/hrtimer.h)
 
+use super::sync::SpinLockBh;
 use super::{bindings, netdev::NetDevice};
 use core::marker::PhantomData;
-use super::sync::SpinLockBh;
 use kernel::{
     alloc::KVec,
     error::to_result,
@@ -78,6 +78,8 @@ pub(crate) enum TxError {
 
 impl<H: UdpHandler> NetPort<H> {
     /// Stops sending and receiving: the namespace is going away.
+    // Raw pointers are `Default` (so `mem::take` would do) only from Rust 1.88 on.
+    #[allow(clippy::mem_replace_with_default)]
     fn close(&self) -> *mut bindings::sock {
         let mut i = self.inner.lock();
         i.devs.clear();
@@ -93,6 +95,8 @@ impl<H: UdpHandler> NetPort<H> {
     /// Sends a UDP datagram from `sport` to `daddr:dport` (IPv4, network
     /// order): `header` followed by `payload_len` bytes written by `fill`.
     /// Runs in any context (atomic allocation).
+    // Its C structures are filled field by field, as their C users fill them.
+    #[allow(clippy::field_reassign_with_default)]
     pub(crate) fn send(
         &self,
         daddr: [u8; 4],
@@ -108,7 +112,8 @@ impl<H: UdpHandler> NetPort<H> {
         }
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
-        fl.__fl_common.flowic_proto = 17; // IPPROTO_UDP
+        // IPPROTO_UDP.
+        fl.__fl_common.flowic_proto = 17;
         // The ports take part in the route choice: a multipath route that
         // hashes layer 4 (fib_multipath_hash_policy 1) spreads the paths.
         fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
@@ -169,6 +174,9 @@ impl<H: UdpHandler> NetPort<H> {
         Ok(())
     }
 
+    /// # Safety
+    ///
+    /// Only as the `encap_rcv` of a socket `open` set up for a port.
     unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
         // SAFETY: The UDP receive path calls this under RCU with a live socket
         // and an skb we now own; `sk_user_data` is the port, which outlives
@@ -215,7 +223,10 @@ pub(crate) struct NetPorts<H: UdpHandler> {
     _p: PhantomData<H>,
 }
 
-struct PernetStatic(core::cell::UnsafeCell<bindings::pernet_operations>, core::cell::UnsafeCell<u32>);
+struct PernetStatic(
+    core::cell::UnsafeCell<bindings::pernet_operations>,
+    core::cell::UnsafeCell<u32>,
+);
 
 // SAFETY: Written once before registration (under the module's init) and then
 // owned by the kernel's pernet machinery.
@@ -278,6 +289,8 @@ impl<H: UdpHandler> NetPorts<H> {
     }
 
     /// Opens the port of `net` (RTNL held) and returns the slot's reference.
+    // Its C structures are filled field by field, as their C users fill them.
+    #[allow(clippy::field_reassign_with_default)]
     fn open(net: *mut bindings::net) -> Result<*const NetPort<H>> {
         let port = Arc::new(
             NetPort {
@@ -318,6 +331,10 @@ impl<H: UdpHandler> NetPorts<H> {
 
     /// The namespace is going away: close its port (the datagrams in flight
     /// finish before `exit`, an RCU grace period later).
+    ///
+    /// # Safety
+    ///
+    /// Only as the `pre_exit` of the registered `pernet_operations`.
     unsafe extern "C" fn pre_exit(net: *mut bindings::net) {
         // SAFETY: RTNL guards the slot (type invariant).
         unsafe { bindings::rtnl_lock() };
@@ -335,6 +352,13 @@ impl<H: UdpHandler> NetPorts<H> {
         unsafe { bindings::rtnl_unlock() };
     }
 
+    /// The namespace is gone: the slot's reference to its port is dropped.
+    ///
+    /// # Safety
+    ///
+    /// Only as the `exit` of the registered `pernet_operations`.
+    // Raw pointers are `Default` (so `mem::take` would do) only from Rust 1.88 on.
+    #[allow(clippy::mem_replace_with_default)]
     unsafe extern "C" fn exit(net: *mut bindings::net) {
         let slot = Self::slot(net);
         // SAFETY: The namespace's last use of the slot: no device can attach
@@ -435,7 +459,7 @@ impl<T: TimerHandler> Timer<T> {
                 bindings::hrtimer_setup(
                     slot,
                     Some(Self::expired),
-                    bindings::CLOCK_MONOTONIC as _,
+                    bindings::CLOCK_MONOTONIC as bindings::clockid_t,
                     bindings::hrtimer_mode_HRTIMER_MODE_REL_SOFT,
                 )
             }),
@@ -483,6 +507,9 @@ impl<T: TimerHandler> Timer<T> {
         self.cancel();
     }
 
+    /// # Safety
+    ///
+    /// Only as the function of this timer's work item, for a run `kick` queued.
     unsafe extern "C" fn worked(w: *mut bindings::work_struct) {
         let off = core::mem::offset_of!(Self, work);
         // SAFETY: `w` is the `work` field of a `Self` inside an `Arc`, whose
@@ -506,6 +533,9 @@ impl<T: TimerHandler> Timer<T> {
         unsafe { bindings::hrtimer_cancel(self.timer.get()) };
     }
 
+    /// # Safety
+    ///
+    /// Only as the function of this timer's `hrtimer`.
     unsafe extern "C" fn expired(t: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
         // CAST: `timer` is the first field of the `repr(C)` `Self`.
         // SAFETY: The timer is cancelled before the memory is freed, which

@@ -190,6 +190,10 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only as the `notifier_call` of this notifier's `notifier_block`, while
+    /// it is registered.
     unsafe extern "C" fn notifier_call(
         nb: *mut bindings::notifier_block,
         event: c_ulong,

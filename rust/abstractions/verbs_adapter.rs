@@ -96,6 +96,10 @@ pub(crate) struct VerbsAdapter<T: DeviceOps>(core::marker::PhantomData<T>);
 
 type CqObj<T> = Obj<bindings::ib_cq, CqData<<T as DeviceOps>::Cq>>;
 
+// Each `unsafe extern "C"` function here is the `ib_device_ops` operation of its
+// name: its contract is the RDMA core's for that operation, on a device of a
+// `DeviceSet<T>` (what each relies on is in its SAFETY comments).
+#[allow(clippy::missing_safety_doc)]
 impl<T: DeviceOps> VerbsAdapter<T> {
     /// Fills the verbs part of `ops`.
     pub(crate) fn fill(ops: &mut bindings::ib_device_ops) {

@@ -61,10 +61,13 @@ pub(super) const fn responses(qpn: u32) -> u32 {
     (qpn << 1) | 1
 }
 
+/// A device's hold on its namespace's port.
+type PortSlot = SpinLockBh<Option<Arc<NetPort<Shared>>>>;
+
 /// State shared by a device's objects and its receive path (shared.rs).
 pub(crate) struct Shared {
     /// The namespace's port, until the device goes away.
-    pub(super) port: Pin<KBox<SpinLockBh<Option<Arc<NetPort<Shared>>>>>>,
+    pub(super) port: Pin<KBox<PortSlot>>,
     pub(super) tables: Pin<KBox<SpinLockBh<Tables>>>,
 }
 

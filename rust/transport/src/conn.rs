@@ -1105,7 +1105,12 @@ impl<const P: usize> Connection<P> {
         if ack.common.flags & wire::ack_flags::DUPLICATE != 0 {
             self.stats.spurious += 1;
             // min/max, not clamp: clamp has a panic path for min > max.
-            self.reorder = self.reorder.max(1).saturating_mul(2).min(WINDOW / 2).max(floor);
+            self.reorder = self
+                .reorder
+                .max(1)
+                .saturating_mul(2)
+                .min(WINDOW / 2)
+                .max(floor);
             self.reorder_quiet = 0;
         } else {
             self.reorder_quiet = self.reorder_quiet.saturating_add(out.newly_acked);
@@ -1321,7 +1326,11 @@ impl<const P: usize> Connection<P> {
         let rx = self.rx.get_mut(i)?;
         rx.due = false;
         rx.unacked = 0;
-        let fl = if core::mem::take(&mut rx.dup) { wire::ack_flags::DUPLICATE } else { 0 };
+        let fl = if core::mem::take(&mut rx.dup) {
+            wire::ack_flags::DUPLICATE
+        } else {
+            0
+        };
         rx.ack_at = None;
         if rx.sport == 0 {
             // Acknowledged only through relocated packets: any port will do.
@@ -1369,7 +1378,11 @@ impl<const P: usize> Connection<P> {
         let m = self.msgs.get(usize::from(slot.msg))?;
         let mut fl = extra;
         // A cancelled message's packet goes out without its bytes.
-        let (len, void) = if m.cancelled { (0, true) } else { (slot.len, false) };
+        let (len, void) = if m.cancelled {
+            (0, true)
+        } else {
+            (slot.len, false)
+        };
         if void {
             fl |= flags::VOID;
         }

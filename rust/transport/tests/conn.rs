@@ -490,7 +490,11 @@ fn a_cancelled_stream_drains_void_while_the_others_deliver() {
     let h = &p.hosts[0];
     assert_eq!(h.conn.outstanding(), 0);
     assert!(!h.conn.stream_busy(1));
-    assert!(p.hosts[1].voids > 0, "no void packet was needed: {:?} {cancelled}", h.conn.stats());
+    assert!(
+        p.hosts[1].voids > 0,
+        "no void packet was needed: {:?} {cancelled}",
+        h.conn.stats()
+    );
     let failed = h
         .completions
         .iter()
@@ -547,7 +551,15 @@ fn every_path_suspect_still_probes_instead_of_moving_forever() {
     let msgs = workload(20, 1, &[13_313]);
     let mut p = Pair::new(3, 1024, chan, 11_284_169_792_729_131_952);
     p.hosts[0].todo.extend(msgs.iter().copied());
-    assert!(p.run(600 * SECOND), "stalled: {:?}", p.hosts[0].conn.stats());
+    assert!(
+        p.run(600 * SECOND),
+        "stalled: {:?}",
+        p.hosts[0].conn.stats()
+    );
     assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
-    assert!(p.hosts[0].conn.stats().path_moves < 100, "{:?}", p.hosts[0].conn.stats());
+    assert!(
+        p.hosts[0].conn.stats().path_moves < 100,
+        "{:?}",
+        p.hosts[0].conn.stats()
+    );
 }
