@@ -82,9 +82,10 @@ impl CqShared {
 
 impl Cq {
     pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
-        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL)?;
+        // Charged to the creating process's memory cgroup.
+        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..cqe {
-            slots.push(None, GFP_KERNEL)?;
+            slots.push(None, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             inner: Arc::new(

@@ -8,7 +8,11 @@ use crate::abstractions::{
     memory::{KernelMemory, Umem},
     types::{Access, MrKeys, Sge},
 };
-use kernel::{alloc::KVec, prelude::*};
+use crate::transport::wire::NakCode;
+use kernel::{
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+};
 
 /// The memory behind a region.
 pub(crate) enum Mem {
@@ -20,12 +24,15 @@ pub(crate) enum Mem {
 }
 
 pub(super) struct MrEntry {
-    key: u32,
-    pub(super) pd: u32,
+    pub(super) pd: PdId,
     pub(super) access: Access,
     iova: u64,
     mem: Mem,
 }
+
+/// A protection domain's number: 64 bits, counted up from 1 per device, so
+/// it never wraps and is never that of a live PD.
+pub(crate) type PdId = u64;
 
 impl MrEntry {
     fn len(&self) -> u64 {
@@ -64,30 +71,73 @@ fn region_offset(iova: u64, size: u64, addr: u64, len: u64) -> Option<u64> {
     (off.checked_add(len)? <= size).then_some(off)
 }
 
-/// A device's memory regions. A key names its region's slot (high 24 bits)
-/// and the table's count of registrations when it was made (low 8 bits).
+/// The most regions a device holds.
+const MAX_MRS: usize = 1 << 24;
+
+/// The next key after `last` that is not 0 and not in use (`used`).
+pub(super) fn next_free_key(last: u32, used: impl Fn(u32) -> bool) -> u32 {
+    let mut k = last;
+    loop {
+        k = k.wrapping_add(1);
+        if k != 0 && !used(k) {
+            return k;
+        }
+    }
+}
+
+/// A device's memory regions, by key. Keys count up from a random start and
+/// skip the live ones, so a key that was deregistered reaches no new region
+/// before 2^32 more registrations (a key used to be a slot number and an
+/// 8-bit count, which came back after 256).
 pub(super) struct MrTable {
-    mrs: KVec<Option<MrEntry>>,
-    key_gen: u8,
+    mrs: RBTree<u32, MrEntry>,
+    count: usize,
+    last_key: u32,
 }
 
 impl MrTable {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(first_key: u32) -> Self {
         Self {
-            mrs: KVec::new(),
-            key_gen: 0,
+            mrs: RBTree::new(),
+            count: 0,
+            last_key: first_key,
         }
     }
 
     pub(super) fn mr(&self, key: u32) -> Option<&MrEntry> {
-        let e = self.mrs.get((key >> 8) as usize)?.as_ref()?;
-        (e.key == key).then_some(e)
+        self.mrs.get(&key)
+    }
+
+    /// The complete check of a remote access to `[addr, addr + len)` under
+    /// `rkey` by a QP of domain `pd` whose access flags are `qp_access`:
+    /// the region exists, is of that domain, grants `right` as the QP does,
+    /// is not kernel memory, and holds the range. Run when a packet is
+    /// placed and again whenever the bytes are touched later (an atomic's
+    /// execution, a Read's answer).
+    pub(super) fn remote(
+        &self,
+        pd: PdId,
+        qp_access: Access,
+        rkey: u32,
+        right: u32,
+        addr: u64,
+        len: u64,
+    ) -> Result<(&MrEntry, u64), NakCode> {
+        let e = self.mr(rkey).ok_or(NakCode::RemoteAccess)?;
+        if e.pd != pd
+            || !e.access.has(right)
+            || !qp_access.has(right)
+            || matches!(e.mem, Mem::Kernel(_))
+        {
+            return Err(NakCode::RemoteAccess);
+        }
+        Ok((e, e.offset(addr, len).ok_or(NakCode::RemoteAccess)?))
     }
 
     /// Checks a local buffer: key, domain, rights, bounds.
     pub(super) fn local(
         &self,
-        pd: u32,
+        pd: PdId,
         sge_addr: u64,
         len: u64,
         lkey: u32,
@@ -100,41 +150,32 @@ impl MrTable {
         Some((e, e.offset(sge_addr, len)?))
     }
 
-    /// A free slot for a new region, made if there is none.
-    pub(super) fn free_slot(&mut self) -> Result<usize> {
-        Ok(match self.mrs.iter().position(|m| m.is_none()) {
-            Some(i) => i,
-            None => {
-                if self.mrs.len() >= (1 << 24) {
-                    return Err(ENOMEM);
-                }
-                self.mrs.push(None, GFP_ATOMIC)?;
-                self.mrs.len() - 1
-            }
-        })
+    /// Whether the table holds as many regions as it may.
+    pub(super) fn full(&self) -> bool {
+        self.count >= MAX_MRS
     }
 
-    /// Registers `mem` for domain `pd` at `iova` with `access` rights, in
-    /// `slot` (from `free_slot`); returns the region's key.
+    /// Registers `mem` for domain `pd` at `iova` with `access` rights in
+    /// `node` (allocated before the caller took the lock; the caller checked
+    /// [`Self::full`]); returns the region's key.
     pub(super) fn reg(
         &mut self,
-        slot: usize,
-        pd: u32,
+        node: RBTreeNodeReservation<u32, MrEntry>,
+        pd: PdId,
         mem: Mem,
         iova: u64,
         access: Access,
     ) -> (u32, MrKeys) {
-        self.key_gen = self.key_gen.wrapping_add(1);
-        let key = ((slot as u32) << 8) | u32::from(self.key_gen);
-        if let Some(s) = self.mrs.get_mut(slot) {
-            *s = Some(MrEntry {
-                key,
-                pd,
-                access,
-                iova,
-                mem,
-            });
-        }
+        let key = next_free_key(self.last_key, |k| self.mrs.get(&k).is_some());
+        self.last_key = key;
+        let entry = MrEntry {
+            pd,
+            access,
+            iova,
+            mem,
+        };
+        self.mrs.insert(node.into_node(key, entry));
+        self.count += 1;
         (
             key,
             MrKeys {
@@ -146,10 +187,11 @@ impl MrTable {
 
     /// Takes region `key` out of the table.
     pub(super) fn dereg(&mut self, key: u32) -> Option<MrEntry> {
-        match self.mrs.get_mut((key >> 8) as usize) {
-            Some(s) if s.as_ref().is_some_and(|e| e.key == key) => s.take(),
-            _ => None,
+        let e = self.mrs.remove(&key);
+        if e.is_some() {
+            self.count -= 1;
         }
+        e
     }
 }
 
@@ -159,7 +201,7 @@ impl MrTable {
 /// slice. `None` if a check or `f` fails or the buffers are too short.
 pub(super) fn sge_pieces(
     sges: &[Sge],
-    pd: u32,
+    pd: PdId,
     t: &MrTable,
     write: bool,
     offset: u32,
@@ -188,7 +230,13 @@ pub(super) fn sge_pieces(
 
 /// Writes arriving bytes at `offset` of the local buffers `sges` (a receive,
 /// or the target of a Read or atomic), which need local write access.
-pub(super) fn scatter(sges: &[Sge], pd: u32, t: &MrTable, offset: u32, bytes: &[u8]) -> Option<()> {
+pub(super) fn scatter(
+    sges: &[Sge],
+    pd: PdId,
+    t: &MrTable,
+    offset: u32,
+    bytes: &[u8],
+) -> Option<()> {
     sge_pieces(sges, pd, t, true, offset, bytes.len(), |mr, at, piece| {
         mr.write(at, bytes.get(piece)?).ok()
     })
@@ -208,5 +256,37 @@ mod tests {
         assert_eq!(region_offset(0x1000, 4096, 0x2000, 0), Some(4096));
         assert_eq!(region_offset(0x1000, 4096, 0x2000, 1), None);
         assert_eq!(region_offset(0, u64::MAX, u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn mr_keys_are_not_reused_for_a_long_time() {
+        // The old keys (slot << 8 | an 8-bit count) came back after 256
+        // registrations of one slot; now a key comes back only after 2^32.
+        let mut last = 7u32;
+        let first = next_free_key(last, |_| false);
+        last = first;
+        for _ in 0..300 {
+            last = next_free_key(last, |_| false);
+            assert_ne!(last, 0);
+        }
+        assert_eq!(last, first + 300);
+        // Zero and live keys are skipped, across the wrap.
+        assert_eq!(next_free_key(u32::MAX, |_| false), 1);
+        assert_eq!(next_free_key(u32::MAX - 1, |k| k == u32::MAX || k == 1), 2);
+    }
+
+    #[test]
+    fn live_keys_are_never_handed_out() -> Result {
+        // A long-lived region keeps its key while the counter wraps round.
+        let live = [3u32, 4, 5, u32::MAX];
+        let mut last = u32::MAX - 3;
+        let mut seen = KVec::new();
+        for _ in 0..16 {
+            last = next_free_key(last, |k| live.contains(&k));
+            assert!(!live.contains(&last) && last != 0);
+            assert!(!seen.contains(&last));
+            seen.push(last, GFP_KERNEL)?;
+        }
+        Ok(())
     }
 }

@@ -38,6 +38,10 @@ pub(super) const MAX_PEERS: usize = 256;
 /// the first to the last (nanoseconds).
 pub(super) const HELLO_FIRST_NS: u64 = 1_000_000;
 const HELLO_MAX_NS: u64 = 128_000_000;
+/// After this many hellos without an answer the gap keeps doubling up to
+/// `HELLO_SLOW_NS`, and the hellos stop when no QP waits for the peer.
+const HELLO_FAST_TRIES: u32 = 16;
+const HELLO_SLOW_NS: u64 = 8_000_000_000;
 
 /// The least time a peer may go silent while requests wait on it before its
 /// queue pairs fail with "retry exceeded", whatever their timeout attributes
@@ -155,6 +159,16 @@ impl Peer {
         }
     }
 
+    /// Challenges the peer's incarnation we know to show it is alive.
+    fn challenge(&self, ps: &PeerInner) {
+        let mut buf = [0u8; 32];
+        if let Ok(n) = ps.hs.challenge(&mut buf) {
+            if let Some(h) = buf.get(..n) {
+                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
+            }
+        }
+    }
+
     /// Sends what the connection has to send, reports what completed and
     /// arms the timer. Called with the peer lock held (no QP lock).
     ///
@@ -185,10 +199,21 @@ impl Peer {
             next = ps.conn.next_timeout();
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
         } else {
+            // An unanswered peer is asked ever more rarely, and not at all
+            // once no QP waits for it.
+            if ps.streams.is_empty() && ps.hellos >= HELLO_FAST_TRIES {
+                return;
+            }
             if now >= ps.next_hello {
                 self.hello(ps);
+                ps.hellos = ps.hellos.saturating_add(1);
                 ps.next_hello = now + ps.hello_gap;
-                ps.hello_gap = (ps.hello_gap * 2).min(HELLO_MAX_NS);
+                let cap = if ps.hellos < HELLO_FAST_TRIES {
+                    HELLO_MAX_NS
+                } else {
+                    HELLO_SLOW_NS
+                };
+                ps.hello_gap = (ps.hello_gap * 2).min(cap);
             }
             next = next.or(Some(ps.next_hello));
         }
@@ -241,23 +266,39 @@ impl Peer {
                 };
                 let st = qp.st.lock();
                 let pd = qp.pd;
+                let mut unreadable = false;
                 if seg.stream & 1 == 1 {
                     let Some(o) = st.owed.iter().find(|o| o.msn == seg.msn) else {
                         continue;
                     };
+                    let access = st.access;
                     self.dev
                         .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
-                            gather_response(o, pd, &tables.lock().mrs, seg.offset, buf)
+                            let r =
+                                gather_response(o, pd, access, &tables.lock().mrs, seg.offset, buf);
+                            unreadable = r.is_err();
+                            r
                         });
-                    continue;
+                } else {
+                    let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else {
+                        continue;
+                    };
+                    self.dev
+                        .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                            let r = gather(e, pd, &tables.lock().mrs, seg.offset, buf);
+                            unreadable = r.is_err();
+                            r
+                        });
                 }
-                let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else {
-                    continue;
-                };
-                self.dev
-                    .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
-                        gather(e, pd, &tables.lock().mrs, seg.offset, buf)
-                    });
+                drop(st);
+                if unreadable {
+                    // The bytes are gone (the region was deregistered with
+                    // the request outstanding): the request fails and its QP
+                    // with it, and the transport resends what it had in
+                    // flight void, so the paths every QP of this peer shares
+                    // do not wait for bytes that cannot come.
+                    qp.fail_unreadable(&mut qp.st.lock(), &mut ps.conn, seg.stream, seg.msn);
+                }
                 continue;
             }
             // Deadlines already due (an ACK owed now, a pacing slot) are
@@ -305,7 +346,7 @@ impl Peer {
         // connection (which also counts a malformed hello it is handed).
         if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
-                self.on_hello(&mut ps, h.epoch, h.common.conn);
+                self.on_hello(&mut ps, h.epoch, h.common.conn, h.common.flags);
                 self.pump(timer, &mut ps, false);
                 return;
             }
@@ -394,8 +435,14 @@ impl Peer {
     /// packets named an epoch the peer no longer has) and start again on the
     /// new connection, so that a queue pair set up against the peer's new
     /// incarnation while its hello was on the way loses nothing.
-    fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32) {
-        let v = ps.hs.on_hello(from, to);
+    fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32, flags: u8) {
+        let now = now_ns();
+        let v = ps.hs.on_hello(from, to, flags, now);
+        if v.challenge {
+            // Another hello claims the peer restarted: the incarnation we
+            // know answers this, unless it is really gone.
+            self.challenge(ps);
+        }
         if v.reset {
             pr_info!(
                 "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",

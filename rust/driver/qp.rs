@@ -6,8 +6,9 @@
 
 use super::{
     cq::Cq,
+    peer::HELLO_FIRST_NS,
     requester::MAX_INLINE,
-    shared::Pd,
+    shared::{Pd, QPN_MASK},
     state::{requests, responses, wc_opcode, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream},
 };
 use crate::abstractions::types::{
@@ -22,30 +23,29 @@ use crate::transport::{
 use kernel::{
     alloc::KVec,
     prelude::*,
-    sync::{
-        atomic::{Atomic as KAtomic, Relaxed},
-        Arc,
-    },
+    sync::{atomic::Relaxed, Arc},
 };
 
 /// Limits reported by `query_device` and enforced at creation.
 pub(crate) const MAX_QP_WR: u32 = 1024;
 pub(crate) const MAX_SGE: u32 = SGE_SLOTS as u32;
 
-/// The first QP number handed out (0 and 1 are the special QPs).
-const FIRST_QPN: u32 = 0x11;
-
-/// The next QP number, module-wide: devices in one namespace share a UDP
-/// port, and a QP number names one queue pair on the host.
-static NEXT_QPN: KAtomic<u32> = KAtomic::new(0);
-
-fn alloc_qpn() -> u32 {
-    FIRST_QPN + NEXT_QPN.fetch_add(1, Relaxed) % (0x100_0000 - FIRST_QPN)
+/// Whether `ip` can be a peer: not 0.0.0.0/8, multicast, reserved or
+/// broadcast (a connection's hellos would go to many hosts or none).
+fn unicast(ip: [u8; 4]) -> bool {
+    ip[0] != 0 && ip[0] < 224
 }
 
 /// A queue pair.
 pub(crate) struct Qp {
     node: Arc<QpShared>,
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // Its number is free again once the verbs object is gone.
+        self.node.dev.release_qpn(self.node.qpn);
+    }
 }
 
 impl Qp {
@@ -67,8 +67,22 @@ impl Qp {
         c.max_send_sge = MAX_SGE;
         c.max_recv_sge = MAX_SGE;
         c.max_inline_data = MAX_INLINE;
-        let qpn = alloc_qpn();
-        let node = Arc::new(
+        let qpn = dev.alloc_qpn()?;
+        let node = Self::new_node(dev, req, qpn);
+        if node.is_err() {
+            dev.release_qpn(qpn);
+        }
+        Ok((Self { node: node? }, qpn))
+    }
+
+    fn new_node(
+        dev: &Arc<Shared>,
+        req: &mut QpCreate<'_, Pd, Cq>,
+        qpn: u32,
+    ) -> Result<Arc<QpShared>> {
+        let c = &req.caps;
+        // What a process creates is charged to its memory cgroup.
+        Arc::new(
             QpShared {
                 qpn,
                 id: req.id,
@@ -97,10 +111,10 @@ impl Qp {
                             rnr_retry: 0,
                             min_rnr_timer: 0,
                             peer: None,
-                            sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?,
+                            sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?,
                             next_msn: 0,
                             next_rsn: 0,
-                            rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL)?,
+                            rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL_ACCOUNT)?,
                             rq_base: 0,
                             rstream: RecvStream::new(0),
                             rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
@@ -114,12 +128,12 @@ impl Qp {
                         },
                         "metaroce_qp"
                     ),
-                    GFP_KERNEL,
+                    GFP_KERNEL_ACCOUNT,
                 )?,
             },
-            GFP_KERNEL,
-        )?;
-        Ok((Self { node }, qpn))
+            GFP_KERNEL_ACCOUNT,
+        )
+        .map_err(Into::into)
     }
 
     /// The QP's peer connection, if attached.
@@ -156,6 +170,13 @@ impl Qp {
             },
             GFP_ATOMIC,
         )?;
+        peer.nstreams.store(ps.streams.len() as u32, Relaxed);
+        if !ps.hs.ready() {
+            // A QP wants this peer: ask again from the start.
+            ps.hellos = 0;
+            ps.hello_gap = HELLO_FIRST_NS;
+            ps.next_hello = 0;
+        }
         n.st.lock().peer = Some(peer.clone());
         Ok(())
     }
@@ -169,6 +190,7 @@ impl Qp {
         let mut ps = peer.st.lock();
         let dest = n.st.lock().dest_qp;
         ps.streams.retain(|s| s.qpn != n.qpn);
+        peer.nstreams.store(ps.streams.len() as u32, Relaxed);
         ps.conn
             .cancel_stream(requests(dest), NakCode::RemoteOperation);
         ps.conn
@@ -178,6 +200,14 @@ impl Qp {
 
     pub(crate) fn modify(&self, m: &QpModify) -> Result {
         if m.dest_unsupported {
+            return Err(EINVAL);
+        }
+        // A QP number has 24 bits: a larger one would name another QP's
+        // streams (the stream id is the number shifted left by one).
+        if m.dest_qp.is_some_and(|q| q > QPN_MASK) {
+            return Err(EINVAL);
+        }
+        if m.dest_ip4.is_some_and(|ip| !unicast(ip)) {
             return Err(EINVAL);
         }
         let n = &self.node;
@@ -397,5 +427,34 @@ impl Qp {
         }
         st.rq.push(*wr, GFP_ATOMIC)?;
         Ok(())
+    }
+}
+
+#[kunit_tests(metaroce_qp)]
+mod tests {
+    use super::*;
+    use crate::driver::shared::{next_free_qpn, FIRST_QPN};
+
+    #[test]
+    fn qp_numbers_have_24_bits_and_are_unique() {
+        assert_eq!(next_free_qpn(0, |_| false), Some(FIRST_QPN));
+        assert_eq!(next_free_qpn(0x20, |_| false), Some(0x21));
+        // Past 2^24 - 1 they wrap to the first ordinary number, skipping
+        // 0, 1 and the live ones.
+        assert_eq!(next_free_qpn(QPN_MASK, |_| false), Some(FIRST_QPN));
+        assert_eq!(
+            next_free_qpn(QPN_MASK, |q| q == FIRST_QPN),
+            Some(FIRST_QPN + 1)
+        );
+        assert_eq!(next_free_qpn(u32::MAX, |_| false), Some(FIRST_QPN));
+        assert_eq!(next_free_qpn(0x80, |q| q == 0x81 || q == 0x82), Some(0x83));
+    }
+
+    #[test]
+    fn destinations_are_unicast() {
+        assert!(unicast([10, 0, 0, 1]));
+        assert!(!unicast([0, 0, 0, 0]));
+        assert!(!unicast([224, 0, 0, 1]));
+        assert!(!unicast([255, 255, 255, 255]));
     }
 }

@@ -6,7 +6,7 @@
 //! atomics placed into their buffers. Safe Rust only.
 
 use super::{
-    mr::{scatter, sge_pieces, MrTable},
+    mr::{scatter, sge_pieces, MrTable, PdId},
     state::{requests, wc_opcode, Conn, QpInner, QpShared, SqEntry},
 };
 use crate::abstractions::{
@@ -71,6 +71,30 @@ pub(super) struct SendRequest {
 }
 
 impl QpShared {
+    /// The bytes of message `msn` on `stream` (a request of ours, or an
+    /// answer we owe) can no longer be read: a request completes with a
+    /// local protection error; either way the QP moves to the error state.
+    pub(super) fn fail_unreadable(&self, st: &mut QpInner, conn: &mut Conn, stream: u32, msn: u32) {
+        if stream & 1 == 0 {
+            if let Some(i) = sq_index(&st.sq, msn) {
+                if let Ok(e) = st.sq.remove(i) {
+                    let wc = self.wc(
+                        e.wr.wr_id,
+                        WcStatus::LocProtErr,
+                        wc_opcode(&e.wr.op),
+                        0,
+                        None,
+                        st.dest_qp,
+                    );
+                    self.scq.push(wc, false);
+                }
+            }
+        }
+        if st.state != QpState::Err {
+            self.to_error(st, conn);
+        }
+    }
+
     /// Completes the oldest outstanding request with `status` (the others
     /// are flushed by `to_error`).
     pub(super) fn fail_first(&self, st: &mut QpInner, status: WcStatus) {
@@ -340,7 +364,7 @@ impl QpShared {
 }
 
 /// Copies bytes `[offset, offset + buf.len())` of a send request's data.
-pub(super) fn gather(e: &SqEntry, pd: u32, t: &MrTable, offset: u32, buf: &mut [u8]) -> Result {
+pub(super) fn gather(e: &SqEntry, pd: PdId, t: &MrTable, offset: u32, buf: &mut [u8]) -> Result {
     if !e.inline.is_empty() || e.wr.inline {
         let src = e
             .inline

@@ -6,16 +6,40 @@
 //! request before them is complete. Safe Rust only.
 
 use super::{
-    mr::{scatter, MrEntry, MrTable},
+    mr::{scatter, MrEntry, MrTable, PdId},
     state::{requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
 };
+use crate::abstractions::net::now_ns;
 use crate::abstractions::types::{Access, QpState, WcOpcode, WcStatus};
 use crate::transport::{
     conn::Message,
     stream::{StreamError, MAX_OUTSTANDING},
     wire::{DataHeader, NakCode, Opcode},
 };
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic as KAtomic, Relaxed},
+};
+
+/// Read and atomic answers a QP may owe at once: as many as the deepest send
+/// queue (`MAX_QP_WR`) can ask for, so only a peer breaking the protocol
+/// meets the limit. (`max_dest_rd_atomic` itself is not enforced yet: our
+/// requester does not keep to `max_rd_atomic`.)
+const MAX_OWED: usize = 1024;
+
+/// When the out-of-memory warning was last logged (nanoseconds).
+static OOM_LOGGED: KAtomic<u64> = KAtomic::new(0);
+
+/// Whether a log line rate-limited by `last` may go now: one a second.
+fn log_allowed(last: &KAtomic<u64>) -> bool {
+    let now = now_ns();
+    let then = last.load(Relaxed);
+    if then != 0 && now.wrapping_sub(then) < 1_000_000_000 {
+        return false;
+    }
+    last.store(now, Relaxed);
+    true
+}
 
 /// Which posted receive (index from the oldest) a Send with receive number
 /// `rsn` (low 8 bits) uses, when `consumed` receives are already used: one
@@ -89,12 +113,10 @@ impl QpShared {
         // the QP and the region, and for bounds: its offset.
         let remote = |right: u32, at: u64, len: u64| -> Result<(&MrEntry, u64), NakCode> {
             let r = h.remote.ok_or(NakCode::InvalidRequest)?;
-            let e = tables.mrs.mr(r.rkey).ok_or(NakCode::RemoteAccess)?;
-            if e.pd != self.pd || !e.access.has(right) || !st.access.has(right) {
-                return Err(NakCode::RemoteAccess);
-            }
             let at = r.addr.checked_add(at).ok_or(NakCode::RemoteAccess)?;
-            Ok((e, e.offset(at, len).ok_or(NakCode::RemoteAccess)?))
+            tables
+                .mrs
+                .remote(self.pd, st.access, r.rkey, right, at, len)
         };
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
@@ -106,11 +128,14 @@ impl QpShared {
                     .map_err(|_| NakCode::RemoteAccess)?;
             }
             Opcode::ReadReq => {
+                if st.owed.len() >= MAX_OWED {
+                    return Err(NakCode::InvalidRequest);
+                }
                 remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
             }
             Opcode::CmpSwap | Opcode::FetchAdd => {
                 let r = h.remote.ok_or(NakCode::InvalidRequest)?;
-                if r.addr % 8 != 0 {
+                if r.addr % 8 != 0 || st.owed.len() >= MAX_OWED {
                     return Err(NakCode::InvalidRequest);
                 }
                 remote(Access::REMOTE_ATOMIC, 0, 8)?;
@@ -134,6 +159,7 @@ impl QpShared {
         if let Some(m) = st.rx.get_mut(idx) {
             *m = RxMsg {
                 used: true,
+                rsn: h.rsn,
                 opcode: h.opcode as u8,
                 imm: h.imm,
                 len: h.msg_len,
@@ -144,14 +170,19 @@ impl QpShared {
         Ok(true)
     }
 
-    /// Performs an atomic on the target (checked when it arrived) and returns
-    /// the value found. Atomics of this device are serialised by the table lock.
-    fn atomic(&self, m: &RxMsg) -> Option<[u8; 8]> {
+    /// Performs an atomic on the target and returns the value found. The
+    /// access is checked again in full now (it was when the request arrived,
+    /// but the region may have gone, or the QP's rights changed, while the
+    /// request waited for the messages before it); `access` is the QP's
+    /// now. Atomics of this device are serialised by the table lock.
+    fn atomic(&self, m: &RxMsg, access: Access) -> Option<[u8; 8]> {
         let r = m.remote?;
         let a = m.atomic?;
         let tables = self.dev.tables.lock();
-        let e = tables.mrs.mr(r.rkey)?;
-        let off = e.offset(r.addr, 8)?;
+        let (e, off) = tables
+            .mrs
+            .remote(self.pd, access, r.rkey, Access::REMOTE_ATOMIC, r.addr, 8)
+            .ok()?;
         let mut old = [0u8; 8];
         e.read(off, &mut old).ok()?;
         let v = u64::from_ne_bytes(old);
@@ -206,8 +237,10 @@ impl QpShared {
             let answer = if m.opcode == Opcode::ReadReq as u8 {
                 Some((m.remote, [0u8; 8], m.len))
             } else if m.opcode == Opcode::CmpSwap as u8 || m.opcode == Opcode::FetchAdd as u8 {
-                // Checked on arrival; a region deregistered since answers 0.
-                Some((None, self.atomic(&m).unwrap_or_default(), 8))
+                // Checked again in full; a region that went away since (or
+                // rights the QP no longer grants) answers 0 and writes
+                // nothing.
+                Some((None, self.atomic(&m, st.access).unwrap_or_default(), 8))
             } else {
                 None
             };
@@ -224,7 +257,9 @@ impl QpShared {
                 if st.owed.push(entry, GFP_ATOMIC).is_err() {
                     // Out of memory: the requester's Read never completes and
                     // its QP times out; nothing is corrupted.
-                    pr_warn!("qp {}: no memory for a response\n", self.qpn);
+                    if log_allowed(&OOM_LOGGED) {
+                        pr_warn!("qp {}: no memory for a response\n", self.qpn);
+                    }
                 }
                 continue;
             }
@@ -237,6 +272,13 @@ impl QpShared {
             }
             if st.rq.is_empty() {
                 continue;
+            }
+            let is_send = m.opcode == Opcode::Send as u8 || m.opcode == Opcode::SendImm as u8;
+            if is_send && m.rsn != st.rq_base as u8 {
+                // Its bytes went to another receive than the one it would
+                // complete: only a peer breaking the protocol does that.
+                st.fatal = Some((0, WcStatus::LocProtErr));
+                break;
             }
             let Ok(r) = st.rq.remove(0) else { continue };
             st.rq_base = st.rq_base.wrapping_add(1);
@@ -261,11 +303,14 @@ impl QpShared {
     }
 }
 
-/// Copies bytes of a response: Read data from the responder's region (checked
-/// again: it may have been deregistered since), or an atomic's result.
+/// Copies bytes of a response: Read data from the responder's region (the
+/// access checked again in full: the region may have been deregistered, or
+/// the QP's rights `access` changed, since the request arrived), or an
+/// atomic's result.
 pub(super) fn gather_response(
     o: &RespEntry,
-    pd: u32,
+    pd: PdId,
+    access: Access,
     t: &MrTable,
     offset: u32,
     buf: &mut [u8],
@@ -278,12 +323,17 @@ pub(super) fn gather_response(
         buf.copy_from_slice(src);
         return Ok(());
     };
-    let e = t.mr(r.rkey).ok_or(EINVAL)?;
-    if e.pd != pd || !e.access.has(Access::REMOTE_READ) {
-        return Err(EINVAL);
-    }
     let at = r.addr.checked_add(u64::from(offset)).ok_or(EINVAL)?;
-    let off = e.offset(at, buf.len() as u64).ok_or(EINVAL)?;
+    let (e, off) = t
+        .remote(
+            pd,
+            access,
+            r.rkey,
+            Access::REMOTE_READ,
+            at,
+            buf.len() as u64,
+        )
+        .map_err(|_| EINVAL)?;
     e.read(off, buf)
 }
 

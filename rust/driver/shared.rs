@@ -7,7 +7,7 @@
 //! Rust only.
 
 use super::{
-    mr::{Mem, MrTable},
+    mr::{Mem, MrTable, PdId},
     peer::{conn_config, EMPTY_CONN, HELLO_FIRST_NS, MAX_PEERS},
     state::{Peer, PeerInner, PeerNode, Shared, Tables},
 };
@@ -23,11 +23,37 @@ use crate::transport::{
 use kernel::{
     alloc::KVec,
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
         atomic::{Atomic as KAtomic, Relaxed},
         Arc,
     },
 };
+
+/// QP numbers have 24 bits.
+pub(super) const QPN_MASK: u32 = 0xff_ffff;
+
+/// The first QP number handed out (0 and 1 are the special QPs).
+pub(super) const FIRST_QPN: u32 = 0x11;
+
+/// The QP number handed out last, module-wide: where the next search starts
+/// (devices in one namespace share a UDP port; distinct numbers keep the
+/// kernel log and packet captures readable). Uniqueness is per device.
+static NEXT_QPN: KAtomic<u32> = KAtomic::new(0);
+
+/// The next QP number after `last` that is not special (below
+/// [`FIRST_QPN`]), has at most 24 bits and is not in use (`used`); `None`
+/// if every one is.
+pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut q = last & QPN_MASK;
+    for _ in 0..=QPN_MASK {
+        q = (q + 1) & QPN_MASK;
+        if q >= FIRST_QPN && !used(q) {
+            return Some(q);
+        }
+    }
+    None
+}
 
 impl Shared {
     pub(crate) fn new() -> Result<Arc<Self>> {
@@ -37,9 +63,10 @@ impl Shared {
                 tables: KBox::pin_init(
                     new_spinlock_bh!(
                         Tables {
-                            mrs: MrTable::new(),
+                            mrs: MrTable::new(random_u32()),
                             peers: KVec::new(),
                             next_pd: 1,
+                            qpns: RBTree::new(),
                         },
                         "metaroce_tables"
                     ),
@@ -74,24 +101,47 @@ impl Shared {
         }
     }
 
-    pub(crate) fn alloc_pd(&self) -> u32 {
+    pub(crate) fn alloc_pd(&self) -> PdId {
         let mut t = self.tables.lock();
         let id = t.next_pd;
-        t.next_pd = t.next_pd.wrapping_add(1).max(1);
+        t.next_pd += 1;
         id
     }
 
     pub(crate) fn reg_mr(
         &self,
-        pd: u32,
+        pd: PdId,
         mem: Mem,
         iova: u64,
         access: Access,
     ) -> Result<(u32, MrKeys)> {
+        // The table's node is allocated before the lock (it may sleep) and
+        // charged to the registering process.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let mut t = self.tables.lock();
-        // Without a slot, `mem` is released (which may sleep) after the lock.
-        let slot = t.mrs.free_slot()?;
-        Ok(t.mrs.reg(slot, pd, mem, iova, access))
+        if t.mrs.full() {
+            // `mem` is released (which may sleep) after the lock.
+            return Err(ENOMEM);
+        }
+        Ok(t.mrs.reg(node, pd, mem, iova, access))
+    }
+
+    /// A QP number that no live QP of this device has, reserved until
+    /// [`Self::release_qpn`]. The search starts after the number handed out
+    /// last by any device.
+    pub(crate) fn alloc_qpn(&self) -> Result<u32> {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        let mut t = self.tables.lock();
+        let last = NEXT_QPN.load(Relaxed);
+        let qpn = next_free_qpn(last, |q| t.qpns.get(&q).is_some()).ok_or(ENOSPC)?;
+        NEXT_QPN.store(qpn, Relaxed);
+        t.qpns.insert(node.into_node(qpn, ()));
+        Ok(qpn)
+    }
+
+    /// QP `qpn` is gone: its number may be handed out again.
+    pub(crate) fn release_qpn(&self, qpn: u32) {
+        self.tables.lock().qpns.remove(&qpn);
     }
 
     pub(crate) fn dereg_mr(&self, key: u32) {
@@ -128,6 +178,7 @@ impl Shared {
                 dev: self.clone(),
                 epoch: KAtomic::new(hs.epoch()),
                 in_flight: KAtomic::new(0),
+                nstreams: KAtomic::new(0),
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         PeerInner {
@@ -136,6 +187,7 @@ impl Shared {
                             streams: KVec::new(),
                             next_hello: 0,
                             hello_gap: HELLO_FIRST_NS,
+                            hellos: 0,
                             rr: 0,
                             alive_at: now_ns(),
                             dead: false,
@@ -147,15 +199,27 @@ impl Shared {
             },
             GFP_KERNEL,
         )?;
+        let mut evicted = None;
         {
             let mut t = self.tables.lock();
             if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
                 return Ok(p.clone());
             }
             if t.peers.len() >= MAX_PEERS {
-                return Err(ENOSPC);
+                // Full: the connection no QP uses and nothing is in flight
+                // on makes room (it is set up again when wanted).
+                let idle = t
+                    .peers
+                    .iter()
+                    .position(|p| p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0);
+                let Some(i) = idle else { return Err(ENOSPC) };
+                evicted = t.peers.remove(i).ok();
             }
             t.peers.push(node.clone(), GFP_ATOMIC)?;
+        }
+        if let Some(old) = evicted {
+            old.st.lock().dead = true;
+            old.stop();
         }
         node.pump(&node, &mut node.st.lock(), false);
         Ok(node)
@@ -184,7 +248,7 @@ impl UdpHandler for Shared {
 
 /// A protection domain.
 pub(crate) struct Pd {
-    pub(crate) id: u32,
+    pub(crate) id: PdId,
 }
 
 /// A memory region.

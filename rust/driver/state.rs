@@ -27,7 +27,10 @@
 //! and `Peer: TimerHandler` (peer.rs): those trait implementations are how the
 //! upper files plug into the port and the timer; nothing here calls them.
 
-use super::{cq::CqShared, mr::MrTable};
+use super::{
+    cq::CqShared,
+    mr::{MrTable, PdId},
+};
 use crate::abstractions::{
     memory::KernelMemory,
     net::{NetPort, Timer},
@@ -43,6 +46,7 @@ use crate::transport::{
 use kernel::{
     alloc::KVec,
     prelude::*,
+    rbtree::RBTree,
     sync::{atomic::Atomic as KAtomic, Arc},
 };
 
@@ -76,7 +80,9 @@ pub(crate) struct Shared {
 pub(super) struct Tables {
     pub(super) mrs: MrTable,
     pub(super) peers: KVec<Arc<PeerNode>>,
-    pub(super) next_pd: u32,
+    pub(super) next_pd: PdId,
+    /// The numbers of the device's live QPs.
+    pub(super) qpns: RBTree<u32, ()>,
 }
 
 /// The connection to one peer host, with its timer.
@@ -91,6 +97,8 @@ pub(crate) struct Peer {
     pub(super) epoch: KAtomic<u32>,
     /// Packets in flight after the last pump, readable without the lock.
     pub(super) in_flight: KAtomic<u32>,
+    /// QPs attached, readable without the lock (eviction of idle peers).
+    pub(super) nstreams: KAtomic<u32>,
     pub(super) st: Pin<KBox<SpinLockBh<PeerInner>>>,
 }
 
@@ -110,6 +118,8 @@ pub(super) struct PeerInner {
     /// When the next hello is due while the handshake is incomplete.
     pub(super) next_hello: u64,
     pub(super) hello_gap: u64,
+    /// Hellos sent since the last QP joined.
+    pub(super) hellos: u32,
     /// The stream served first by the next pump (round robin).
     pub(super) rr: usize,
     /// The last time the peer showed life, or nothing was waiting on it.
@@ -122,7 +132,7 @@ pub(super) struct PeerInner {
 pub(crate) struct QpShared {
     pub(super) qpn: u32,
     pub(super) id: QpId,
-    pub(super) pd: u32,
+    pub(super) pd: PdId,
     pub(super) user: bool,
     /// A kernel consumer's QP: the memory its inline data lives in.
     pub(super) kmem: Option<KernelMemory>,
@@ -156,6 +166,8 @@ pub(super) struct SqEntry {
 #[derive(Clone, Copy, Default)]
 pub(super) struct RxMsg {
     pub(super) used: bool,
+    /// The receive a Send was placed in (low 8 bits of its number).
+    pub(super) rsn: u8,
     pub(super) opcode: u8,
     pub(super) imm: Option<u32>,
     pub(super) len: u32,
@@ -291,6 +303,18 @@ impl QpShared {
 #[kunit_tests(metaroce_verbs)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pd_numbers_do_not_wrap() -> Result {
+        let dev = Shared::new()?;
+        dev.tables.lock().next_pd = u64::from(u32::MAX);
+        let a = dev.alloc_pd();
+        let b = dev.alloc_pd();
+        assert_eq!(a, u64::from(u32::MAX));
+        // A PD number after 2^32 allocations must be new.
+        assert!(b > a);
+        Ok(())
+    }
 
     #[test]
     fn streams_name_the_receiving_qp() {

@@ -17,15 +17,42 @@
 //! is taken for one of the new. An end that has exchanged nothing adopts the
 //! new epoch as it is, so two fresh ends never reset each other in turn.
 //!
+//! A hello is one unauthenticated datagram that anybody on the peer's host
+//! can send from an ordinary UDP socket. So once the handshake is complete, a
+//! hello naming a new epoch is only a *claim* that the peer restarted: the
+//! end challenges the incarnation it knows (a hello with
+//! [`hello_flags::CHALLENGE`], which only that incarnation can answer, since
+//! the answer must name both epochs) and believes the claim only when the
+//! old incarnation stayed silent for [`RESTART_SILENCE_NS`] since it was
+//! first made: no answer, no packet addressed to our epoch. A restarted peer
+//! repeats its hello until it is answered, so its claim is taken at the first
+//! hello after that silence; a forged one is disproved by the live peer's
+//! answer within a round trip.
+//!
+//! Replies and challenges are rate-limited ([`REPLY_GAP_NS`]): a flood of
+//! hellos makes at most one datagram per gap towards the peer. An end that
+//! still waits for the handshake repeats its own hellos, so a reply held back
+//! costs it one repetition.
+//!
 //! Sans-IO like the rest of the core: the caller sends the hellos
 //! ([`Handshake::hello`]) on a timer until [`Handshake::ready`], and when a
-//! verdict asks for a reply.
+//! verdict asks for a reply or a challenge; it reports every packet that
+//! named our epoch ([`Handshake::on_traffic`]).
 
-use super::wire::{encode_hello, Common, EncodeError, HelloHeader, PacketType};
+use super::wire::{encode_hello, hello_flags, Common, EncodeError, HelloHeader, PacketType};
 
 /// A hello whose sender epoch lies this little before the one we know is a
 /// late copy from before the peer's last reset, not a new incarnation.
 const STALE_WINDOW: u32 = 256;
+
+/// How long the incarnation we know must stay silent after a hello claimed a
+/// new one before the claim is believed (nanoseconds). Long enough for
+/// several challenges and their answers on a lossy fabric; a real restart is
+/// recognised this much later.
+pub const RESTART_SILENCE_NS: u64 = 1_000_000_000;
+
+/// The least gap between two replies or challenges to hellos (nanoseconds).
+pub const REPLY_GAP_NS: u64 = 10_000_000;
 
 /// What a hello asks of the caller.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,8 +62,12 @@ pub struct Verdict {
     /// [`Handshake::epoch`] and [`Handshake::remote`] now say.
     pub reset: bool,
     /// Send a hello back (the peer does not know our epoch yet, or we
-    /// learnt its new one).
+    /// learnt its new one, or it challenged us).
     pub reply: bool,
+    /// Send a challenge ([`Handshake::challenge`]): a hello claimed a new
+    /// incarnation of the peer, and the one we know has to answer or stay
+    /// silent.
+    pub challenge: bool,
 }
 
 /// One end's view of the handshake.
@@ -46,6 +77,13 @@ pub struct Handshake {
     remote: u32,
     confirmed: bool,
     used: bool,
+    /// When a hello first claimed a new incarnation of the peer, while the
+    /// one we know has not shown life since.
+    claimed_at: Option<u64>,
+    /// The last reply or challenge sent (rate limit).
+    replied_at: Option<u64>,
+    /// Hello claims not (yet) believed, for statistics.
+    doubted: u64,
 }
 
 fn next_epoch(e: u32) -> u32 {
@@ -64,6 +102,9 @@ impl Handshake {
             remote: 0,
             confirmed: false,
             used: false,
+            claimed_at: None,
+            replied_at: None,
+            doubted: 0,
         }
     }
 
@@ -82,54 +123,104 @@ impl Handshake {
         self.remote != 0 && self.confirmed
     }
 
+    /// Hellos that claimed a new incarnation of the peer and were not
+    /// believed when they arrived (challenged instead).
+    pub const fn doubted(&self) -> u64 {
+        self.doubted
+    }
+
     /// Data was sent or received in this incarnation.
     pub fn mark_used(&mut self) {
         self.used = true;
     }
 
     /// A packet addressed to our epoch arrived from the peer we know: it
-    /// knows our epoch.
+    /// knows our epoch, and the incarnation we know is alive.
     pub fn on_traffic(&mut self) {
         if self.remote != 0 {
             self.confirmed = true;
+            self.claimed_at = None;
         }
     }
 
-    /// Handles a hello from epoch `from` that names `to` as our epoch.
-    pub fn on_hello(&mut self, from: u32, to: u32) -> Verdict {
+    /// Whether a reply or challenge may go at `now`; if so, it is counted
+    /// as sent.
+    fn may_reply(&mut self, now: u64) -> bool {
+        if self
+            .replied_at
+            .is_some_and(|t| now.wrapping_sub(t) < REPLY_GAP_NS)
+        {
+            return false;
+        }
+        self.replied_at = Some(now);
+        true
+    }
+
+    /// Handles a hello from epoch `from` that names `to` as our epoch, with
+    /// hello flags `flags`, arriving at `now` (nanoseconds, any origin).
+    pub fn on_hello(&mut self, from: u32, to: u32, flags: u8, now: u64) -> Verdict {
         let mut v = Verdict::default();
         if from == 0 {
             return v;
         }
-        if from != self.remote {
-            let behind = self.remote.wrapping_sub(from);
-            if self.remote != 0 && behind < STALE_WINDOW {
-                // A late hello of an incarnation the peer has left.
+        if from == self.remote {
+            if to == self.epoch {
+                // Only the incarnation we know can name both epochs.
+                self.confirmed = true;
+                self.claimed_at = None;
+                v.reply = flags & hello_flags::CHALLENGE != 0 && self.may_reply(now);
+            } else {
+                // It does not know our epoch (yet).
+                v.reply = self.may_reply(now);
+            }
+            return v;
+        }
+        let behind = self.remote.wrapping_sub(from);
+        if self.remote != 0 && behind < STALE_WINDOW {
+            // A late hello of an incarnation the peer has left.
+            return v;
+        }
+        if self.ready() {
+            // A claim that the peer restarted: believed only once the
+            // incarnation we know has been silent long enough since the
+            // claim was first made.
+            let since = *self.claimed_at.get_or_insert(now);
+            if now.wrapping_sub(since) < RESTART_SILENCE_NS {
+                self.doubted += 1;
+                v.challenge = self.may_reply(now);
                 return v;
             }
-            if self.used {
-                self.epoch = next_epoch(self.epoch);
-                self.used = false;
-                v.reset = true;
-            }
-            self.remote = from;
-            self.confirmed = false;
-            v.reply = true;
+            self.claimed_at = None;
         }
-        if to == self.epoch {
-            self.confirmed = true;
-        } else {
-            v.reply = true;
+        if self.used {
+            self.epoch = next_epoch(self.epoch);
+            self.used = false;
+            v.reset = true;
         }
+        self.remote = from;
+        self.confirmed = to == self.epoch && !v.reset;
+        // Whatever the rate limit: this changes what the peer must learn.
+        self.replied_at = Some(now);
+        v.reply = true;
         v
     }
 
     /// Encodes our hello into `out`; returns its length.
     pub fn hello(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        self.encode(0, out)
+    }
+
+    /// Encodes a challenge to the incarnation we know into `out`; returns
+    /// its length.
+    pub fn challenge(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        self.encode(hello_flags::CHALLENGE, out)
+    }
+
+    fn encode(&self, flags: u8, out: &mut [u8]) -> Result<usize, EncodeError> {
         let h = HelloHeader {
             common: Common {
                 ptype: PacketType::Hello,
-                flags: 0,
+                flags,
                 path: 0,
                 conn: self.remote,
                 psn: 0,
@@ -146,33 +237,59 @@ mod tests {
     use super::super::wire::{decode, Packet};
     use super::*;
 
-    /// Delivers `from`'s hello to `to`; returns the verdict.
-    fn deliver(from: &Handshake, to: &mut Handshake) -> Verdict {
+    const MS: u64 = 1_000_000;
+
+    /// Delivers the hello or challenge encoded by `enc` to `to` at `now`;
+    /// returns the verdict.
+    fn deliver_with(
+        enc: impl Fn(&mut [u8]) -> Result<usize, EncodeError>,
+        to: &mut Handshake,
+        now: u64,
+    ) -> Verdict {
         let mut buf = [0u8; 64];
-        let n = from.hello(&mut buf).unwrap();
+        let n = enc(&mut buf).unwrap();
         match decode(&buf[..n]) {
-            Ok(Packet::Hello(h)) => to.on_hello(h.epoch, h.common.conn),
+            Ok(Packet::Hello(h)) => to.on_hello(h.epoch, h.common.conn, h.common.flags, now),
             other => panic!("not a hello: {other:?}"),
         }
     }
 
-    /// Runs hellos until both are ready; returns the hellos exchanged.
-    fn converge(a: &mut Handshake, b: &mut Handshake) -> usize {
+    /// Delivers `from`'s hello to `to` at `now`; returns the verdict.
+    fn deliver(from: &Handshake, to: &mut Handshake, now: u64) -> Verdict {
+        deliver_with(|b| from.hello(b), to, now)
+    }
+
+    /// Runs hellos (one every 20 ms from `now`) until both are ready;
+    /// returns the hellos exchanged.
+    fn converge(a: &mut Handshake, b: &mut Handshake, now: u64) -> usize {
+        let mut t = now;
         let mut sent = 1;
-        let mut v = deliver(a, b);
+        let mut v = deliver(a, b, t);
         for _ in 0..8 {
             if !v.reply {
                 break;
             }
+            t += 20 * MS;
             sent += 1;
-            v = deliver(b, a);
+            v = deliver(b, a, t);
             if !v.reply {
                 break;
             }
+            t += 20 * MS;
             sent += 1;
-            v = deliver(a, b);
+            v = deliver(a, b, t);
         }
         sent
+    }
+
+    /// Two ends that met and exchanged data, at time 0.
+    fn used_pair() -> (Handshake, Handshake) {
+        let mut a = Handshake::new(100);
+        let mut b = Handshake::new(900);
+        converge(&mut a, &mut b, 0);
+        a.mark_used();
+        b.mark_used();
+        (a, b)
     }
 
     #[test]
@@ -180,13 +297,21 @@ mod tests {
         let mut a = Handshake::new(100);
         let mut b = Handshake::new(900);
         assert!(!a.ready() && !b.ready());
-        assert_eq!(converge(&mut a, &mut b), 3);
+        assert_eq!(converge(&mut a, &mut b, 0), 3);
         assert!(a.ready() && b.ready());
         assert_eq!((a.remote(), b.remote()), (900, 100));
         // A duplicate of the first hello changes nothing and asks for one reply.
-        let v = b.on_hello(100, 0);
-        assert_eq!(v, Verdict { reset: false, reply: true });
+        let v = b.on_hello(100, 0, 0, 100 * MS);
+        assert_eq!(
+            v,
+            Verdict {
+                reply: true,
+                ..Verdict::default()
+            }
+        );
         assert!(b.ready());
+        // A second copy within the reply gap is not answered.
+        assert_eq!(b.on_hello(100, 0, 0, 101 * MS), Verdict::default());
     }
 
     #[test]
@@ -194,50 +319,139 @@ mod tests {
         let mut a = Handshake::new(5);
         let mut b = Handshake::new(7);
         let (ha, hb) = (a, b);
-        let va = deliver(&hb, &mut a);
-        let vb = deliver(&ha, &mut b);
+        let va = deliver(&hb, &mut a, 0);
+        let vb = deliver(&ha, &mut b, 0);
         assert!(!va.reset && !vb.reset && va.reply && vb.reply);
-        deliver(&a, &mut b);
-        deliver(&b, &mut a);
+        deliver(&a, &mut b, 20 * MS);
+        deliver(&b, &mut a, 20 * MS);
         assert!(a.ready() && b.ready());
     }
 
     #[test]
-    fn a_restarted_peer_resets_a_used_end_once() {
-        let mut a = Handshake::new(100);
-        let mut b = Handshake::new(900);
-        converge(&mut a, &mut b);
-        a.mark_used();
-        b.mark_used();
-        // B restarts with a new random epoch.
+    fn a_restarted_peer_resets_a_used_end_once_its_old_self_stays_silent() {
+        let (mut a, _b) = used_pair();
+        // B restarts with a new random epoch; its hellos repeat.
         let mut b2 = Handshake::new(31_337);
-        let v = deliver(&b2, &mut a);
-        assert!(v.reset && v.reply);
+        let t0 = 5_000 * MS;
+        let v = deliver(&b2, &mut a, t0);
+        assert_eq!(
+            v,
+            Verdict {
+                challenge: true,
+                ..Verdict::default()
+            }
+        );
+        // Nobody answers the challenge (B's old incarnation is gone).
+        let v = deliver(&b2, &mut a, t0 + 128 * MS);
+        assert!(!v.reset && v.challenge);
+        assert_eq!(a.doubted(), 2);
+        let v = deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS);
+        assert!(v.reset && v.reply && !v.challenge);
         assert_eq!(a.epoch(), 101);
         assert!(!a.ready());
         // The rest of the exchange resets nobody.
-        let v = deliver(&a, &mut b2);
+        let v = deliver(&a, &mut b2, t0 + RESTART_SILENCE_NS + MS);
         assert!(!v.reset);
-        let v = deliver(&b2, &mut a);
+        let v = deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS + 2 * MS);
         assert!(!v.reset && !v.reply);
         assert!(a.ready() && b2.ready());
         assert_eq!((a.remote(), b2.remote()), (31_337, 101));
         // A late hello of A's incarnation before the reset is ignored.
-        assert_eq!(b2.on_hello(100, 31_337), Verdict::default());
+        assert_eq!(
+            b2.on_hello(100, 31_337, 0, t0 + 2 * RESTART_SILENCE_NS),
+            Verdict::default()
+        );
         assert!(b2.ready());
         assert_eq!(b2.remote(), 101);
+    }
+
+    #[test]
+    fn a_forged_hello_is_disproved_by_the_live_peer() {
+        let (mut a, mut b) = used_pair();
+        let t0 = 5_000 * MS;
+        for round in 0..20u64 {
+            let t = t0 + round * 2 * RESTART_SILENCE_NS / 3;
+            // Anybody on B's host claims B restarted.
+            let v = a.on_hello(0xbad0_0000 + round as u32, 0, 0, t);
+            assert!(
+                !v.reset,
+                "round {round}: one hello tore the connection down"
+            );
+            assert!(v.challenge);
+            // A challenges B's incarnation; B answers; A believes B.
+            let v = deliver_with(|buf| a.challenge(buf), &mut b, t + MS);
+            assert_eq!(
+                v,
+                Verdict {
+                    reply: true,
+                    ..Verdict::default()
+                }
+            );
+            assert!(!deliver(&b, &mut a, t + 2 * MS).reply);
+        }
+        assert!(a.ready() && b.ready());
+        assert_eq!((a.epoch(), a.remote()), (100, 900));
+        // Traffic addressed to A's epoch disproves a claim as well.
+        let t1 = t0 + 100 * RESTART_SILENCE_NS;
+        assert!(a.on_hello(0xbad1, 0, 0, t1).challenge);
+        a.on_traffic();
+        let v = a.on_hello(0xbad2, 0, 0, t1 + RESTART_SILENCE_NS);
+        assert!(!v.reset && v.challenge);
+        assert_eq!(a.remote(), 900);
+    }
+
+    #[test]
+    fn a_flood_of_hellos_gets_one_answer_per_gap() {
+        let (mut a, _b) = used_pair();
+        let t0 = 5_000 * MS;
+        let mut answers = 0;
+        // 1000 hellos in 100 ms: forged claims and copies of B's own.
+        for i in 0..1000u64 {
+            let t = t0 + i * 100_000;
+            let v = if i % 2 == 0 {
+                a.on_hello(0xbad0_0000 + i as u32, 0, 0, t)
+            } else {
+                a.on_hello(900, 7, 0, t)
+            };
+            assert!(!v.reset);
+            answers += usize::from(v.reply) + usize::from(v.challenge);
+        }
+        assert!(
+            answers <= (100 * MS / REPLY_GAP_NS) as usize + 1,
+            "{answers} answers"
+        );
+        assert!(answers > 0);
+    }
+
+    #[test]
+    fn a_challenge_to_the_wrong_epochs_is_not_answered_as_proof() {
+        let (mut a, mut b) = used_pair();
+        // A new incarnation of B cannot answer a challenge to the old one
+        // with a hello that names both old epochs.
+        let mut b2 = Handshake::new(4_000);
+        let t0 = 5_000 * MS;
+        assert!(deliver(&b2, &mut a, t0).challenge);
+        let v = deliver_with(|buf| a.challenge(buf), &mut b2, t0 + MS);
+        assert!(v.reply);
+        let v = deliver(&b2, &mut a, t0 + 2 * MS);
+        assert!(!v.reset);
+        assert_eq!(a.remote(), 900, "b2's answer names its own epoch, not B's");
+        let _ = &mut b;
+        assert!(deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS).reset);
     }
 
     #[test]
     fn an_unused_end_adopts_a_new_epoch_without_reset() {
         let mut a = Handshake::new(100);
         let mut b = Handshake::new(900);
-        converge(&mut a, &mut b);
+        converge(&mut a, &mut b, 0);
         let mut b2 = Handshake::new(4_000_000);
-        let v = deliver(&b2, &mut a);
+        let t0 = 5_000 * MS;
+        assert!(deliver(&b2, &mut a, t0).challenge);
+        let v = deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS);
         assert!(!v.reset && v.reply);
         assert_eq!(a.epoch(), 100);
-        converge(&mut b2, &mut a);
+        converge(&mut b2, &mut a, t0 + 2 * RESTART_SILENCE_NS);
         assert!(a.ready() && b2.ready());
     }
 
@@ -247,8 +461,8 @@ mod tests {
         assert_eq!(a.epoch(), 1);
         a.on_traffic();
         assert!(!a.ready());
-        assert_eq!(a.on_hello(0, 1), Verdict::default());
-        let v = a.on_hello(9, 0);
+        assert_eq!(a.on_hello(0, 1, 0, 0), Verdict::default());
+        let v = a.on_hello(9, 0, 0, 0);
         assert!(v.reply && !a.ready());
         a.on_traffic();
         assert!(a.ready());

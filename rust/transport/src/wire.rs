@@ -76,6 +76,17 @@ pub mod ack_flags {
     pub const ALL: u8 = DUPLICATE;
 }
 
+/// Hello flags (byte 1 of a hello).
+pub mod hello_flags {
+    /// The sender doubts that the incarnation this hello names is still
+    /// alive (another hello claimed the peer restarted): an end that is that
+    /// incarnation answers with a hello of its own, which no other can forge
+    /// without knowing both epochs.
+    pub const CHALLENGE: u8 = 1 << 0;
+    /// Every hello flag this version defines.
+    pub const ALL: u8 = CHALLENGE;
+}
+
 /// Message operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opcode {
@@ -600,7 +611,7 @@ fn decode_nak(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
 }
 
 fn decode_hello(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
-    if common.flags != 0 {
+    if common.flags & !hello_flags::ALL != 0 {
         return Err(DecodeError::Flags(common.flags));
     }
     let epoch = r.u32()?;
@@ -713,7 +724,13 @@ pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 
 /// Encodes a hello into `out`; returns its length.
 pub fn encode_hello(hello: &HelloHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
-    let mut w = start_control(&hello.common, PacketType::Hello, 0, HELLO_LEN, out)?;
+    let mut w = start_control(
+        &hello.common,
+        PacketType::Hello,
+        hello_flags::ALL,
+        HELLO_LEN,
+        out,
+    )?;
     w.put(&hello.epoch.to_be_bytes());
     w.put(&[0; 4]);
     Ok(w.pos)
@@ -953,8 +970,15 @@ mod tests {
         buf[n - 1] = 0;
         assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::PayloadLength));
         assert_eq!(decode(&buf[..n - 1]), Err(DecodeError::Truncated));
-        buf[1] = flags::FIRST;
-        assert_eq!(decode(&buf[..n]), Err(DecodeError::Flags(flags::FIRST)));
+        buf[1] = 1 << 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Flags(1 << 1)));
+        // The one hello flag.
+        let challenge = HelloHeader {
+            common: common(PacketType::Hello, hello_flags::CHALLENGE),
+            epoch: 9,
+        };
+        let n = encode_hello(&challenge, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Hello(challenge)));
     }
 
     #[test]
