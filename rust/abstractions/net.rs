@@ -94,7 +94,10 @@ impl<H: UdpHandler> NetPort<H> {
 
     /// Sends a UDP datagram from `sport` to `daddr:dport` (IPv4, network
     /// order): `header` followed by `payload_len` bytes written by `fill`.
-    /// Runs in any context (atomic allocation).
+    /// Runs in any context (atomic allocation). The port's lock is held for
+    /// the route lookup and for the transmission, not while `fill` runs: the
+    /// caller's locks may be taken there, and the port's lock is the last
+    /// taken of all.
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
     pub(crate) fn send(
@@ -123,6 +126,7 @@ impl<H: UdpHandler> NetPort<H> {
         // SAFETY: `sk` is open (set under the lock) and so is its namespace;
         // `fl` is valid for the call.
         let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
+        drop(i);
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(rt.cast()) } {
             return Err(TxError::NoRoute);
@@ -152,8 +156,21 @@ impl<H: UdpHandler> NetPort<H> {
             }
             return Err(TxError::Fill);
         }
+        let i = self.inner.lock();
+        if i.sk.is_null() {
+            // Closed while the payload was written (the namespace is going
+            // away): the socket is no longer ours to send on.
+            // SAFETY: Both are ours.
+            unsafe {
+                bindings::mr_kfree_skb(skb);
+                bindings::mr_ip_rt_put(rt);
+            }
+            return Err(TxError::Closed);
+        }
         // SAFETY: `rt` is held and its reference passes to the call with the
-        // skb; `sk` is open.
+        // skb; `sk` is open (set, under the lock we hold: it is only ever
+        // cleared, never replaced, so it is the socket the route was looked
+        // up for).
         unsafe {
             bindings::udp_tunnel_xmit_skb(
                 rt,
@@ -195,9 +212,17 @@ impl<H: UdpHandler> NetPort<H> {
                         ce: bindings::mr_skb_ce4(skb),
                         payload: &bytes[8..],
                     };
-                    let dev = {
-                        let i = (*port).inner.lock();
-                        i.devs.iter().find(|d| d.owns(&pkt)).cloned()
+                    // The port's lock is not held while a device looks at
+                    // the packet (`owns` takes the device's own locks): the
+                    // devices are taken one at a time.
+                    let mut k = 0;
+                    let dev = loop {
+                        let d = (*port).inner.lock().devs.get(k).cloned();
+                        match d {
+                            Some(d) if d.owns(&pkt) => break Some(d),
+                            Some(_) => k += 1,
+                            None => break None,
+                        }
                     };
                     if let Some(d) = dev {
                         d.receive(&pkt);

@@ -2,8 +2,14 @@
 
 //! Completion queues: a ring of completions per CQ, its completion event
 //! armed by `req_notify_cq`. Safe Rust only.
+//!
+//! Completions are added with the adder's locks held (a peer connection's,
+//! a QP's); the completion handler is never called under them: an armed CQ
+//! that gets a completion kicks a work item, and the handler runs there, on
+//! a worker thread, with no lock of this driver held.
 
 use crate::abstractions::{
+    net::{Timer, TimerHandler},
     ops::CqEvents,
     sync::SpinLockBh,
     types::{QpId, Wc, WcStatus},
@@ -20,8 +26,21 @@ pub(crate) struct Cq {
 }
 
 pub(super) struct CqShared {
-    events: Arc<CqEvents>,
+    notify: Arc<Timer<CqNotify>>,
     ring: Pin<KBox<SpinLockBh<CqRing>>>,
+}
+
+/// A CQ's completion event, raised on a worker thread (its timer is unused).
+pub(crate) struct CqNotify {
+    events: Arc<CqEvents>,
+}
+
+impl TimerHandler for CqNotify {
+    fn expired(_: &Timer<Self>) {}
+
+    fn kicked(t: &Timer<Self>) {
+        t.events.fire();
+    }
 }
 
 struct CqRing {
@@ -34,7 +53,8 @@ struct CqRing {
 }
 
 impl CqShared {
-    /// Adds a completion; fires the event if armed.
+    /// Adds a completion; raises the event if armed (on a worker thread:
+    /// see the top of this file).
     pub(super) fn push(&self, wc: Wc, solicited: bool) {
         let fire = {
             let mut r = self.ring.lock();
@@ -58,7 +78,7 @@ impl CqShared {
             }
         };
         if fire {
-            self.events.fire();
+            self.notify.kick();
         }
     }
 
@@ -80,6 +100,15 @@ impl CqShared {
     }
 }
 
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // destroy_cq, process context: no event runs after this (and one
+        // kicked later, which no QP of this CQ can do any more, would find
+        // the CQ gone in `CqEvents`).
+        self.inner.notify.stop();
+    }
+}
+
 impl Cq {
     pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
         // Charged to the creating process's memory cgroup.
@@ -87,10 +116,11 @@ impl Cq {
         for _ in 0..cqe {
             slots.push(None, GFP_KERNEL_ACCOUNT)?;
         }
+        let notify = Timer::new_arc(CqNotify { events }, GFP_KERNEL_ACCOUNT)?;
         Ok(Self {
             inner: Arc::new(
                 CqShared {
-                    events,
+                    notify,
                     ring: KBox::pin_init(
                         new_spinlock_bh!(
                             CqRing {
@@ -102,10 +132,10 @@ impl Cq {
                             },
                             "metaroce_cq"
                         ),
-                        GFP_KERNEL,
+                        GFP_KERNEL_ACCOUNT,
                     )?,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?,
         })
     }
