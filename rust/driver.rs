@@ -9,6 +9,7 @@ pub(crate) mod link;
 mod mr;
 mod peer;
 mod qp;
+mod ready;
 mod requester;
 mod responder;
 mod shared;

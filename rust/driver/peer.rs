@@ -121,14 +121,28 @@ impl Shared {
 impl PeerInner {
     /// The local QP whose peer QP is `dest` (it sends on `dest`'s streams).
     fn by_dest(&self, dest: u32) -> Option<Arc<QpShared>> {
-        self.streams
-            .iter()
-            .find(|s| s.dest == dest)
-            .map(|s| s.qp.clone())
+        self.by_dest.get(&dest).cloned()
     }
 }
 
+/// How often the QPs' patience with a silent peer is looked at (the least
+/// patience is 10 s).
+const ALIVE_CHECK_NS: u64 = 100_000_000;
+
 impl Peer {
+    /// `qp` has work for the connection: it goes on the ready ring, unless
+    /// it is there already. Any context; the QP's lock may be held.
+    pub(super) fn wake(&self, qp: &Arc<QpShared>) {
+        if qp.queued.xchg(true, Relaxed) {
+            return;
+        }
+        if self.ready.lock().push(qp.clone()).is_err() {
+            // Cannot happen (the ring has room for every attached QP); if
+            // it did, the next pump looks at every QP.
+            self.rescan.store(true, Relaxed);
+        }
+    }
+
     /// Whether nothing was in flight at the last pump.
     pub(super) fn idle(&self) -> bool {
         self.in_flight.load(Relaxed) == 0
@@ -184,7 +198,10 @@ impl Peer {
             return;
         }
         let now = now_ns();
-        self.check_alive(ps, now);
+        if now >= ps.next_alive_check {
+            ps.next_alive_check = now + ALIVE_CHECK_NS;
+            self.check_alive(ps, now);
+        }
         let mut next = None;
         if ps.hs.ready() {
             // A second round when completions made room for queued requests.
@@ -224,25 +241,34 @@ impl Peer {
 
     /// One round of `pump`; returns whether another may post more.
     fn pump_once(&self, ps: &mut PeerInner, data: bool) -> bool {
-        let PeerInner {
-            conn,
-            hs,
-            streams,
-            rr,
-            ..
-        } = ps;
-        let n = streams.len();
-        // Every stream may post; the first to do so rotates, so that one
-        // queue pair cannot keep the connection's message slots to itself.
-        for k in 0..n {
-            if let Some(s) = streams.get((*rr + k) % n) {
-                let mut st = s.qp.st.lock();
-                if QpShared::post_responses(&mut st, conn) | QpShared::post_queued(&mut st, conn) {
-                    hs.mark_used();
-                }
+        if self.rescan.xchg(false, Relaxed) {
+            for s in ps.streams.iter() {
+                s.qp.queued.store(false, Relaxed);
+                self.wake(&s.qp);
             }
         }
-        *rr = rr.wrapping_add(1);
+        // The QPs with work post in turn: one that could not post all it
+        // has goes to the back of the ring, so that no QP keeps the
+        // connection's message slots to itself. Only QPs with work are
+        // visited.
+        let rounds = self.ready.lock().len();
+        for _ in 0..rounds {
+            let Some(qp) = self.ready.lock().pop() else {
+                break;
+            };
+            qp.queued.store(false, Relaxed);
+            let mut st = qp.st.lock();
+            if QpShared::post_responses(&mut st, &mut ps.conn)
+                | QpShared::post_queued(&mut st, &mut ps.conn)
+            {
+                ps.hs.mark_used();
+            }
+            let left = st.has_postable();
+            drop(st);
+            if left {
+                self.wake(&qp);
+            }
+        }
         let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
@@ -313,6 +339,7 @@ impl Peer {
             }
         }
         // Completions, in order per stream.
+        let mut more = false;
         while let Some(c) = ps.conn.poll_event() {
             let Some(qp) = ps.by_dest(c.stream >> 1) else {
                 continue;
@@ -327,11 +354,13 @@ impl Peer {
             {
                 e.done = Some(c.error);
             }
-        }
-        let mut more = false;
-        for s in ps.streams.iter() {
-            let mut st = s.qp.st.lock();
-            more |= s.qp.reap(&mut st, &mut ps.conn);
+            // What is over completes now, in order; room it made lets the
+            // QP post more.
+            if qp.reap(&mut st, &mut ps.conn) {
+                drop(st);
+                self.wake(&qp);
+                more = true;
+            }
         }
         more
     }
@@ -364,10 +393,18 @@ impl Peer {
             ps.hs.mark_used();
         }
         if let Ok(Received::Data(h, bytes)) = r {
-            let verdict = match ps.streams.iter().find(|s| s.qpn == h.stream >> 1) {
-                Some(s) => {
-                    let mut st = s.qp.st.lock();
-                    s.qp.on_data(&mut st, &mut ps.conn, &h, bytes)
+            let verdict = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
+                Some(qp) => {
+                    let mut st = qp.st.lock();
+                    let v = qp.on_data(&mut st, &mut ps.conn, &h, bytes);
+                    // A Read answer that arrived whole completes its request.
+                    qp.reap(&mut st, &mut ps.conn);
+                    let left = st.has_postable();
+                    drop(st);
+                    if left {
+                        self.wake(&qp);
+                    }
+                    v
                 }
                 // No such queue pair (any more) on this host.
                 None => Err(NakCode::InvalidRequest),
@@ -462,6 +499,7 @@ impl Peer {
                         e.posted = false;
                         e.done = None;
                     }
+                    self.wake(&s.qp);
                 }
             }
             let mtu = u32::from(ps.conn.config().max_payload);

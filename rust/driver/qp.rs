@@ -23,7 +23,11 @@ use crate::transport::{
 use kernel::{
     alloc::KVec,
     prelude::*,
-    sync::{atomic::Relaxed, Arc},
+    rbtree::RBTreeNodeReservation,
+    sync::{
+        atomic::{Atomic as KAtomic, Relaxed},
+        Arc,
+    },
 };
 
 /// Limits reported by `query_device` and enforced at creation.
@@ -87,6 +91,7 @@ impl Qp {
                 qpn,
                 id: req.id,
                 pd: req.pd.id,
+                queued: KAtomic::new(false),
                 user: req.user,
                 kmem: req.kernel.take(),
                 sig_all: req.sig_all,
@@ -152,6 +157,9 @@ impl Qp {
             (st.dest_ip, st.dest_qp, st.mtu)
         };
         let peer = n.dev.peer(ip, mtu)?;
+        // The lookup trees' nodes, allocated before the peer's lock.
+        let by_qpn = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        let by_dest = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let mut ps = peer.st.lock();
         // One local QP per peer QP: the streams are named by the peer's QP
         // number. A stream whose last messages still drain (the QP was reset
@@ -162,6 +170,11 @@ impl Qp {
         if ps.conn.stream_busy(requests(dest)) || ps.conn.stream_busy(responses(dest)) {
             return Err(EBUSY);
         }
+        // Room on the ready ring for every attached QP: waking one never
+        // allocates.
+        peer.ready
+            .lock()
+            .reserve(ps.streams.len() + 1, GFP_ATOMIC)?;
         ps.streams.push(
             Stream {
                 qpn: n.qpn,
@@ -170,6 +183,8 @@ impl Qp {
             },
             GFP_ATOMIC,
         )?;
+        ps.by_qpn.insert(by_qpn.into_node(n.qpn, n.clone()));
+        ps.by_dest.insert(by_dest.into_node(dest, n.clone()));
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
         if !ps.hs.ready() {
             // A QP wants this peer: ask again from the start.
@@ -190,6 +205,10 @@ impl Qp {
         let mut ps = peer.st.lock();
         let dest = n.st.lock().dest_qp;
         ps.streams.retain(|s| s.qpn != n.qpn);
+        ps.by_qpn.remove(&n.qpn);
+        ps.by_dest.remove(&dest);
+        peer.ready.lock().remove(|q| Arc::ptr_eq(q, n));
+        n.queued.store(false, Relaxed);
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
         ps.conn
             .cancel_stream(requests(dest), NakCode::RemoteOperation);
@@ -288,6 +307,7 @@ impl Qp {
         };
         // RTS: requests posted before may go now.
         if let Some(p) = peer {
+            p.wake(n);
             p.pump(&p, &mut p.st.lock(), false);
         }
         Ok(())
@@ -390,6 +410,7 @@ impl Qp {
             }
             n.queue_send(&mut st, wr, req)?
         };
+        peer.wake(n);
         // Sending moves to a worker thread: the caller (often a user polling
         // loop) gets its CPU back, and the transmissions and the softirqs they
         // cause run on another one. A lone small request is sent at once, so

@@ -9,6 +9,7 @@
 use super::{
     mr::{Mem, MrTable, PdId},
     peer::{conn_config, EMPTY_CONN, HELLO_FIRST_NS, MAX_PEERS},
+    ready::ReadyRing,
     state::{Peer, PeerInner, PeerNode, Shared, Tables},
 };
 use crate::abstractions::{
@@ -95,6 +96,9 @@ impl Shared {
                 let mut ps = p.st.lock();
                 ps.dead = true;
                 ps.streams.clear();
+                ps.by_qpn = RBTree::new();
+                ps.by_dest = RBTree::new();
+                p.ready.lock().clear();
                 p.log_stats(&ps);
             }
             p.stop();
@@ -179,16 +183,23 @@ impl Shared {
                 epoch: KAtomic::new(hs.epoch()),
                 in_flight: KAtomic::new(0),
                 nstreams: KAtomic::new(0),
+                ready: KBox::pin_init(
+                    new_spinlock_bh!(ReadyRing::new(), "metaroce_ready"),
+                    GFP_KERNEL,
+                )?,
+                rescan: KAtomic::new(false),
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         PeerInner {
                             conn,
                             hs,
                             streams: KVec::new(),
+                            by_qpn: RBTree::new(),
+                            by_dest: RBTree::new(),
+                            next_alive_check: 0,
                             next_hello: 0,
                             hello_gap: HELLO_FIRST_NS,
                             hellos: 0,
-                            rr: 0,
                             alive_at: now_ns(),
                             dead: false,
                         },

@@ -30,6 +30,7 @@
 use super::{
     cq::CqShared,
     mr::{MrTable, PdId},
+    ready::ReadyRing,
 };
 use crate::abstractions::{
     memory::KernelMemory,
@@ -99,6 +100,13 @@ pub(crate) struct Peer {
     pub(super) in_flight: KAtomic<u32>,
     /// QPs attached, readable without the lock (eviction of idle peers).
     pub(super) nstreams: KAtomic<u32>,
+    /// The QPs with work for the connection (peer.rs: `wake`), under a lock
+    /// of its own that is taken last (a process posting a request takes it
+    /// without the peer's).
+    pub(super) ready: Pin<KBox<SpinLockBh<ReadyRing<QpShared>>>>,
+    /// A QP with work found the ring full (which its sizing rules out):
+    /// the next pump looks at every QP once.
+    pub(super) rescan: KAtomic<bool>,
     pub(super) st: Pin<KBox<SpinLockBh<PeerInner>>>,
 }
 
@@ -115,13 +123,17 @@ pub(super) struct PeerInner {
     pub(super) conn: KVBox<Conn>,
     pub(super) hs: Handshake,
     pub(super) streams: KVec<Stream>,
+    /// The same QPs by their number (to find the target of a packet) and by
+    /// their peer QP's (to find the source of a packet to send).
+    pub(super) by_qpn: RBTree<u32, Arc<QpShared>>,
+    pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
+    /// When the QPs' patience with a silent peer is next looked at.
+    pub(super) next_alive_check: u64,
     /// When the next hello is due while the handshake is incomplete.
     pub(super) next_hello: u64,
     pub(super) hello_gap: u64,
     /// Hellos sent since the last QP joined.
     pub(super) hellos: u32,
-    /// The stream served first by the next pump (round robin).
-    pub(super) rr: usize,
     /// The last time the peer showed life, or nothing was waiting on it.
     pub(super) alive_at: u64,
     pub(super) dead: bool,
@@ -133,6 +145,8 @@ pub(crate) struct QpShared {
     pub(super) qpn: u32,
     pub(super) id: QpId,
     pub(super) pd: PdId,
+    /// On its peer connection's ready ring (or being put there).
+    pub(super) queued: KAtomic<bool>,
     pub(super) user: bool,
     /// A kernel consumer's QP: the memory its inline data lives in.
     pub(super) kmem: Option<KernelMemory>,
@@ -223,6 +237,17 @@ pub(super) struct QpInner {
     /// peer QP is known to exist in the current incarnation.
     pub(super) proven: bool,
     pub(super) dead: bool,
+}
+
+impl QpInner {
+    /// Whether the QP has requests or answers that the connection has not
+    /// taken yet and may take now. They are handed over in order, so the
+    /// last one of each queue says.
+    pub(super) fn has_postable(&self) -> bool {
+        (matches!(self.state, QpState::Rts | QpState::Sqd)
+            && self.sq.last().is_some_and(|e| !e.posted))
+            || self.owed.last().is_some_and(|o| !o.posted)
+    }
 }
 
 /// The completion opcode of a send request.
