@@ -48,7 +48,7 @@ impl MetaroceDevice {
     /// A device on `ndev`, attached to its namespace's port (opened if this
     /// is the namespace's first device).
     pub(crate) fn new(ndev: &NetDevice, ports: &NetPorts<Shared>) -> Result<Self> {
-        let shared = Shared::new()?;
+        let shared = Shared::new(max_payload(ndev.mtu()))?;
         let port = ports.attach(ndev, shared.clone())?;
         shared.set_port(port);
         Ok(Self { shared })

@@ -149,14 +149,14 @@ impl Qp {
     /// Joins the connection to the peer host as a pair of streams (RTR).
     fn attach(&self) -> Result {
         let n = &self.node;
-        let (ip, dest, mtu) = {
+        let (ip, dest) = {
             let st = n.st.lock();
             if st.peer.is_some() {
                 return Ok(());
             }
-            (st.dest_ip, st.dest_qp, st.mtu)
+            (st.dest_ip, st.dest_qp)
         };
-        let peer = n.dev.peer(ip, mtu)?;
+        let peer = n.dev.peer(ip)?;
         // The lookup trees' nodes, allocated before the peer's lock.
         let by_qpn = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let by_dest = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;

@@ -7,7 +7,7 @@
 
 use super::{
     mr::{scatter, sge_pieces, MrTable, PdId},
-    state::{requests, wc_opcode, Conn, QpInner, QpShared, SqEntry},
+    state::{path_payload, requests, wc_opcode, Conn, QpInner, QpShared, SqEntry},
 };
 use crate::abstractions::{
     memory::copy_from_user,
@@ -117,7 +117,7 @@ impl QpShared {
         }
         let mut any = false;
         for e in st.sq.iter_mut().filter(|e| !e.posted) {
-            if conn.post(e.msg).is_err() {
+            if conn.post_sized(e.msg, path_payload(st.mtu)).is_err() {
                 break;
             }
             e.posted = true;

@@ -7,7 +7,7 @@
 
 use super::{
     mr::{scatter, MrEntry, MrTable, PdId},
-    state::{requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
+    state::{path_payload, requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
 };
 use crate::abstractions::net::now_ns;
 use crate::abstractions::types::{Access, QpState, WcOpcode, WcStatus};
@@ -215,7 +215,7 @@ impl QpShared {
                 imm: None,
                 atomic: None,
             };
-            if conn.post(msg).is_err() {
+            if conn.post_sized(msg, path_payload(st.mtu)).is_err() {
                 break;
             }
             o.posted = true;

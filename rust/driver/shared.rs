@@ -57,9 +57,12 @@ pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32
 }
 
 impl Shared {
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    /// A device's state; `payload`: the most payload bytes a packet may
+    /// carry over its net device.
+    pub(crate) fn new(payload: u32) -> Result<Arc<Self>> {
         Arc::new(
             Self {
+                payload: payload.clamp(256, 4096),
                 port: KBox::pin_init(new_spinlock_bh!(None, "metaroce_dev_port"), GFP_KERNEL)?,
                 tables: KBox::pin_init(
                     new_spinlock_bh!(
@@ -168,14 +171,14 @@ impl Shared {
 
     /// The connection to host `ip`, set up (and its first hello sent) if
     /// there is none yet. Process context.
-    pub(super) fn peer(self: &Arc<Self>, ip: [u8; 4], mtu: u32) -> Result<Arc<PeerNode>> {
+    pub(super) fn peer(self: &Arc<Self>, ip: [u8; 4]) -> Result<Arc<PeerNode>> {
         if let Some(p) = self.find_peer(ip) {
             return Ok(p);
         }
         let hs = Handshake::new(random_u32());
         // About 160 KiB: virtually contiguous memory will do.
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL)?;
-        conn.configure(conn_config(&hs, ip, mtu));
+        conn.configure(conn_config(&hs, ip, self.payload));
         let node = Timer::new_arc(
             Peer {
                 ip,

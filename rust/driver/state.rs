@@ -74,6 +74,11 @@ pub(crate) struct Shared {
     /// The namespace's port, until the device goes away.
     pub(super) port: Pin<KBox<PortSlot>>,
     pub(super) tables: Pin<KBox<SpinLockBh<Tables>>>,
+    /// The most payload bytes a packet may carry over the net device (its
+    /// MTU less the headers, within 256..=4096), read when the device was
+    /// made: the ceiling of every connection's packets; each QP's packets
+    /// are cut at its own path MTU below it.
+    pub(super) payload: u32,
 }
 
 /// A device's tables, under one lock: its memory regions, its peer
@@ -250,6 +255,12 @@ impl QpInner {
     }
 }
 
+/// The payload bytes per packet of a QP whose path MTU is `mtu` (the
+/// connection caps it at the device's).
+pub(super) fn path_payload(mtu: u32) -> u16 {
+    mtu.clamp(256, 4096) as u16
+}
+
 /// The completion opcode of a send request.
 pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
     match op {
@@ -331,7 +342,7 @@ mod tests {
 
     #[test]
     fn pd_numbers_do_not_wrap() -> Result {
-        let dev = Shared::new()?;
+        let dev = Shared::new(1024)?;
         dev.tables.lock().next_pd = u64::from(u32::MAX);
         let a = dev.alloc_pd();
         let b = dev.alloc_pd();

@@ -376,6 +376,9 @@ struct MsgSlot {
     state: MsgState,
     gen: u32,
     msg: Message,
+    /// Payload bytes per packet of this message (its queue pair's path MTU,
+    /// at most the connection's `max_payload`).
+    payload: u16,
     packets: u32,
     sent_packets: u32,
     acked: u32,
@@ -398,6 +401,7 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
         imm: None,
         atomic: None,
     },
+    payload: 1,
     packets: 0,
     sent_packets: 0,
     acked: 0,
@@ -645,8 +649,18 @@ impl<const P: usize> Connection<P> {
 
     // ---- application side -------------------------------------------------
 
-    /// Queues a message for sending.
+    /// Queues a message for sending, cut into packets of the connection's
+    /// `max_payload` bytes.
     pub fn post(&mut self, msg: Message) -> Result<(), PostError> {
+        self.post_sized(msg, self.cfg.max_payload)
+    }
+
+    /// Queues a message for sending, cut into packets of at most
+    /// `max_payload` bytes (a stream's own path MTU; the connection's
+    /// `max_payload` caps it), so one stream's small MTU does not set every
+    /// other stream's.
+    pub fn post_sized(&mut self, msg: Message, max_payload: u16) -> Result<(), PostError> {
+        let payload = max_payload.clamp(1, self.cfg.max_payload.max(1));
         let op = msg.opcode;
         let valid = msg.remote.is_some() == op.has_remote()
             && msg.imm.is_some() == op.has_imm()
@@ -674,7 +688,8 @@ impl<const P: usize> Connection<P> {
             state: MsgState::Active,
             gen: self.next_gen,
             msg,
-            packets: packets_of(&msg, self.cfg.max_payload),
+            payload,
+            packets: packets_of(&msg, payload),
             sent_packets: 0,
             acked: 0,
             error: None,
@@ -1557,8 +1572,8 @@ impl<const P: usize> Connection<P> {
             return None;
         }
         let path = self.pick(None)?;
-        let mp = u32::from(self.cfg.max_payload);
         let m = self.msgs.get_mut(ci)?;
+        let mp = u32::from(m.payload);
         if m.state != MsgState::Active || m.sent_packets >= m.packets {
             self.advance_cursor();
             return None;

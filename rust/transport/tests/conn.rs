@@ -9,6 +9,7 @@ use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -562,4 +563,29 @@ fn every_path_suspect_still_probes_instead_of_moving_forever() {
         "{:?}",
         p.hosts[0].conn.stats()
     );
+}
+
+#[test]
+fn each_stream_is_cut_at_its_own_payload_size() {
+    // The connection allows 1024 bytes; stream 2 asks for 256. A small path
+    // MTU of one queue pair used to set every stream's (the first QP's).
+    let (a, _) = config_pair(1, 1024);
+    let mut c = Conn::new(a);
+    let m = workload(1, 1, &[2048])[0];
+    c.post_sized(Message { stream: 2, ..m }, 256).unwrap();
+    c.post_sized(Message { stream: 4, ..m }, 4096).unwrap();
+    let mut buf = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut sizes: BTreeMap<u32, Vec<(u32, u16)>> = BTreeMap::new();
+    for _ in 0..64 {
+        let Some(t) = c.poll_transmit(0, &mut buf) else {
+            break;
+        };
+        if let Some(s) = t.payload {
+            sizes.entry(s.stream).or_default().push((s.offset, s.len));
+        }
+    }
+    let small: Vec<_> = (0..8).map(|i| (i * 256, 256)).collect();
+    assert_eq!(sizes.get(&2), Some(&small));
+    // Asking for more than the connection allows gets the connection's.
+    assert_eq!(sizes.get(&4), Some(&vec![(0, 1024), (1024, 1024)]));
 }
