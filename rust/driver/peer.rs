@@ -353,6 +353,7 @@ impl Peer {
                 .filter(|e| e.done.is_none())
             {
                 e.done = Some(c.error);
+                e.delivered_at = now_ns();
             }
             // What is over completes now, in order; room it made lets the
             // QP post more.
@@ -428,13 +429,28 @@ impl Peer {
         let mut waiting = false;
         let mut patience: Option<u64> = None;
         for s in streams.iter() {
-            let st = s.qp.st.lock();
+            let mut st = s.qp.st.lock();
             if st.sq.is_empty() && st.owed.is_empty() {
                 continue;
             }
             waiting = true;
-            if let Some(p) = patience_ns(st.timeout, st.retry_cnt) {
-                patience = Some(patience.map_or(p, |q| q.min(p)));
+            let Some(p) = patience_ns(st.timeout, st.retry_cnt) else {
+                continue;
+            };
+            patience = Some(patience.map_or(p, |q| q.min(p)));
+            // A live peer that never answers a delivered Read or atomic
+            // (its region went away under it, its QP failed, a forged
+            // packet took the answer's place) fails that request, as a
+            // silent peer would, instead of leaving it waiting for ever.
+            let unanswered = st.sq.first().is_some_and(|e| {
+                e.done == Some(None)
+                    && e.resp.is_some()
+                    && !e.resp_done
+                    && now.saturating_sub(e.delivered_at) >= p
+            });
+            if unanswered {
+                s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                s.qp.to_error(&mut st, conn);
             }
         }
         // Nothing waits on the peer: the clock starts when something does.

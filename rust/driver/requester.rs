@@ -349,6 +349,7 @@ impl QpShared {
                 inline,
                 resp,
                 resp_done: false,
+                delivered_at: 0,
             },
             GFP_ATOMIC,
         )?;
@@ -413,6 +414,7 @@ mod tests {
             inline: KVec::new(),
             resp,
             resp_done: false,
+            delivered_at: 0,
         }
     }
 

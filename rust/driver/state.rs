@@ -179,6 +179,10 @@ pub(super) struct SqEntry {
     /// whether all of it has arrived.
     pub(super) resp: Option<u32>,
     pub(super) resp_done: bool,
+    /// When the transport reported the request delivered (nanoseconds; 0:
+    /// not yet): a Read or atomic whose answer does not come within the
+    /// QP's patience after that fails.
+    pub(super) delivered_at: u64,
 }
 
 /// A request that arrived, kept until it completes in order (responder.rs).

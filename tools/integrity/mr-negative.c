@@ -51,6 +51,26 @@
  *                              IBV_WC_REM_INV_REQ_ERR (the receive must not
  *                              succeed), and no byte after the receive buffer
  *                              changes
+ *  10 dest_qp_above_24_bits    a second QP of the client asks for RTR with
+ *                              the server QP's number plus bit 31 as dest_qp:
+ *                              ibv_modify_qp must fail (QP numbers have 24
+ *                              bits); were it accepted, a Send from it must
+ *                              not reach the server QP's receive
+ *  11 dereg_mr_with_write_outstanding
+ *                              the client posts a 4 MiB RDMA Write and
+ *                              deregisters its source MR at once: the Write
+ *                              completes (any status) within the deadline,
+ *                              nothing outside the server's target changes,
+ *                              and a Send on a fresh QP pair afterwards
+ *                              (case 12) still works
+ *  12 send_after_dereg         a plain 64-byte Send must complete and arrive
+ *                              (the connection to the peer still works)
+ *  13 dereg_mr_with_read_outstanding
+ *                              the client Reads 4 MiB; 30 ms after both sides
+ *                              are connected the server deregisters the
+ *                              source MR: the Read completes (any status)
+ *                              within 30 s, and case 14 still works
+ *  14 send_after_read_dereg    as case 12
  *
  * Exit status: 0 every case passed, 1 a failure, 2 bad usage.
  */
@@ -84,7 +104,14 @@ const char prog_name[] = PROG;
 
 enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RR, C_SEND_LKEY, C_POST_STATE, C_FLUSH, C_SEND_LONG,
-       NCASES = C_SEND_LONG };
+       C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
+       NCASES = C_SEND_AFTER2 };
+
+/* dereg_mr_with_read_outstanding: how long the Read may take to end. */
+#define READ_DEREG_WAIT_S 30
+
+/* dereg_mr_with_write_outstanding: the Write's length. */
+#define BIG_LEN (4u << 20)
 
 static const char *const case_name[NCASES + 1] = {
 	NULL,
@@ -97,6 +124,11 @@ static const char *const case_name[NCASES + 1] = {
 	"post_in_reset_init",
 	"error_state_flush",
 	"send_longer_than_recv",
+	"dest_qp_above_24_bits",
+	"dereg_mr_with_write_outstanding",
+	"send_after_dereg",
+	"dereg_mr_with_read_outstanding",
+	"send_after_read_dereg",
 };
 
 static struct {
@@ -639,6 +671,17 @@ static void server_prepare(struct cs *s)
 		f[4] = 2 * m + 100 < T_LEN - 512 ? 2 * m + 100 : T_LEN - 512;
 		f[5] = s->mr[0]->rkey;
 		break;
+	case C_DEREG_BUSY:
+	case C_DEREG_READ:
+		make_buf(s, BIG_LEN + 2 * PAGE, 1);
+		s->mr[0] = reg(s->buf + PAGE, BIG_LEN, full);
+		f[3] = (uintptr_t)s->buf + PAGE;
+		f[4] = BIG_LEN;
+		f[5] = s->mr[0]->rkey;
+		break;
+	case C_DEST_HIGH:
+	case C_SEND_AFTER:
+	case C_SEND_AFTER2:
 	case C_SEND_LKEY:
 	case C_POST_STATE:
 		make_buf(s, V_ALLOC, 2);
@@ -688,6 +731,39 @@ static void server_check(struct cs *s, const struct wire *done)
 		expect_quiet(s, "the send with a wrong lkey reached the peer");
 		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
 		break;
+	case C_DEST_HIGH:
+		expect_quiet(s, "a Send from a QP that named this QP's number "
+			     "plus bit 31 reached this QP's receive");
+		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
+		break;
+	case C_DEREG_READ:
+		/* deregistered mid-Read (run_case); the rest is unchanged */
+		check_unchanged(s, "guard around the Read source", PAGE,
+				PAGE + BIG_LEN, 0, 0);
+		break;
+	case C_DEREG_BUSY:
+		/* whatever arrived lies inside the target */
+		check_unchanged(s, "guard around the target", PAGE,
+				PAGE + BIG_LEN, 0, 0);
+		break;
+	case C_SEND_AFTER:
+	case C_SEND_AFTER2: {
+		uint8_t want[64];
+		int rc = poll_one(s->cq, &wc, deadline());
+
+		fill(want, 64, key_of(s->n, 5));
+		if (rc < 0)
+			die("ibv_poll_cq failed");
+		if (rc == 0)
+			vfail(&s->v, "the Send did not arrive within %d s",
+			      cfg.timeout_s);
+		else if (wc.status != IBV_WC_SUCCESS || wc.byte_len != 64)
+			vfail(&s->v, "receive completion %s, byte_len %u",
+			      wc_name(wc.status), wc.byte_len);
+		else if (memcmp(s->buf + V_OFF, want, 64))
+			vfail(&s->v, "the receive holds other bytes than sent");
+		break;
+	}
 	case C_POST_STATE: {
 		/* the valid send carries pattern 13; the rejected ones 11, 12 */
 		uint8_t want[3][64];
@@ -897,6 +973,134 @@ static int client_flush(struct cs *s)
 	return st;
 }
 
+/* dest_qp_above_24_bits: a scratch QP names the server QP's number with
+ * bit 31 set. Returns the Send's status if one was (wrongly) possible. */
+static int client_dest_high(struct cs *s)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct qp_info peer = { .qpn = (uint32_t)s->peer.f[0] | 0x80000000u,
+				.psn = (uint32_t)s->peer.f[1],
+				.lid = (uint32_t)s->peer.f[2] };
+	struct ibv_qp *qp = ibv_create_qp(D.pd, &ia);
+	int st = -1, rc;
+
+	if (!qp)
+		die("ibv_create_qp: %s", strerror(errno));
+	memcpy(peer.gid, s->peer.gid, 16);
+	rc = qp_to_init(qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE);
+	if (rc)
+		die("QP to INIT: %s", strerror(rc));
+	rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
+		       D.dev.gid_idx);
+	if (!rc) {
+		vfail(&s->v, "ibv_modify_qp to RTR accepted dest_qp 0x%08x",
+		      peer.qpn);
+		fill(s->buf, 64, key_of(s->n, 6));
+		if (!qp_to_rts(qp, s->psn, 7) &&
+		    !post_send1(qp, 0x11, IBV_WR_SEND, s->buf, 64,
+				s->mr[0]->lkey, 0, 0, NULL)) {
+			struct ibv_wc wc;
+
+			if (poll_one(s->cq, &wc, deadline()) == 1)
+				st = wc.status;
+		}
+	} else {
+		vmsg("case %d: RTR with dest_qp 0x%08x: %s", s->n, peer.qpn,
+		     strerror(rc));
+	}
+	if (ibv_destroy_qp(qp))
+		msg("warning: ibv_destroy_qp failed");
+	return st;
+}
+
+/* dereg_mr_with_write_outstanding: a 4 MiB Write whose source MR goes away
+ * right after the post. Any completion status will do; none is a failure. */
+static int client_dereg_busy(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	uint8_t *src = alloc_buf(BIG_LEN);
+	struct ibv_mr *mr;
+	int st, rc;
+
+	memset(src, 0x5a, BIG_LEN);
+	mr = reg(src, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
+	rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE, src, BIG_LEN, mr->lkey,
+			t[3], (uint32_t)t[5], NULL);
+	if (rc) {
+		vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+		ibv_dereg_mr(mr);
+		free(src);
+		return -1;
+	}
+	rc = ibv_dereg_mr(mr);
+	if (rc)
+		vnote(&s->v, "ibv_dereg_mr with the Write outstanding: %s",
+		      strerror(rc));
+	struct ibv_wc wc;
+	int p = poll_one(s->cq, &wc, deadline());
+
+	st = -1;
+	if (p < 0)
+		die("ibv_poll_cq failed");
+	if (p == 0) {
+		vfail(&s->v, "no completion within %d s for the Write whose "
+		      "source MR was deregistered", cfg.timeout_s);
+	} else if (wc.wr_id != 0x10) {
+		vfail(&s->v, "unexpected completion wr_id 0x%" PRIx64,
+		      wc.wr_id);
+	} else {
+		st = (int)wc.status;
+		vmsg("case %d: the Write completed with %s", s->n,
+		     wc_name(st));
+		if (st != IBV_WC_SUCCESS)
+			vnote(&s->v, "the Write completed with %s",
+			      wc_name(st));
+	}
+	if (rc)
+		ibv_dereg_mr(mr);
+	free(src);
+	return st;
+}
+
+/* dereg_mr_with_read_outstanding: a 4 MiB Read whose source MR the server
+ * deregisters while it streams. Any completion status will do; none within
+ * READ_DEREG_WAIT_S is a failure. */
+static int client_read_dereg(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	uint8_t *dst = alloc_buf(BIG_LEN);
+	struct ibv_mr *mr = reg(dst, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_wc wc;
+	int st = -1, p, rc;
+
+	rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_READ, dst, BIG_LEN, mr->lkey,
+			t[3], (uint32_t)t[5], NULL);
+	if (rc) {
+		vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+	} else {
+		p = poll_one(s->cq, &wc, now_s() + READ_DEREG_WAIT_S);
+		if (p < 0)
+			die("ibv_poll_cq failed");
+		if (p == 0) {
+			vfail(&s->v, "no completion within %d s for the Read whose "
+			      "source MR the peer deregistered",
+			      READ_DEREG_WAIT_S);
+		} else {
+			st = (int)wc.status;
+			vmsg("case %d: the Read completed with %s", s->n,
+			     wc_name(st));
+			vnote(&s->v, "the Read completed with %s", wc_name(st));
+		}
+	}
+	ibv_dereg_mr(mr);
+	free(dst);
+	return st;
+}
+
 /* The client's operation. Its result goes to the server in DONE (f[0]: the
  * requester's completion status, UINT64_MAX: none). */
 static void client_act(struct cs *s)
@@ -992,6 +1196,26 @@ static void client_act(struct cs *s)
 			      "within %d s", cfg.timeout_s);
 		break;
 	}
+	case C_DEST_HIGH:
+		st = client_dest_high(s);
+		break;
+	case C_DEREG_BUSY:
+		st = client_dereg_busy(s);
+		break;
+	case C_DEREG_READ:
+		st = client_read_dereg(s);
+		break;
+	case C_SEND_AFTER:
+	case C_SEND_AFTER2:
+		fill(s->buf, 64, key_of(s->n, 5));
+		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, 64,
+				s->mr[0]->lkey, 0, 0, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "Send", IBV_WC_SUCCESS, -1);
+		break;
 	case C_SEND_LONG: {
 		uint32_t len = 3 * D.mtu_bytes + 17;
 
@@ -1102,6 +1326,13 @@ static bool run_case(int n)
 	char line[3 * TEXT_LEN + 64];
 	bool pass;
 
+	if (D.is_server && n == C_DEREG_READ) {
+		/* the client's Read is streaming now: take its source away */
+		usleep(30000);
+		if (ibv_dereg_mr(s.mr[0]))
+			msg("warning: ibv_dereg_mr failed");
+		s.mr[0] = NULL;
+	}
 	if (!D.is_server) {
 		struct wire r, fin;
 

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""A hostile sender for the adversarial selftest: MetaRoCE datagrams that a
+host sharing the wire (or a user on the peer host, with an ordinary UDP
+socket) can make, sent to a MetaRoCE port while real traffic flows.
+
+    inject.py --iface IF --src IP --dst IP [--stranger IP] --out FILE
+              [--rate PPS] [--hello-rate PPS] [--modes LIST] [--seed N]
+
+It watches IF for the MetaRoCE datagrams SRC sends to DST (the real
+traffic, kept in a ring of recent copies) and, until SIGTERM, sends to
+DST:4792 from SRC (an ordinary UDP socket bound to SRC: the peer's own
+address) a mix of:
+
+  hello     well-formed hellos with a random sender epoch, naming receiver
+            epoch 0 or a random one (--hello-rate per second, default 50):
+            each claims that the peer restarted
+  garbage   random bytes of random length
+  truncated a copy of a real datagram cut short
+  mutate    a copy of a real data packet with one header field set at
+            random (RSN, payload length, stream, MSN, offset, message
+            length, rkey, remote address, payload bytes), its path and PSN
+            kept
+  replay    a real data packet or hello sent again unchanged, later (stale)
+  stranger  garbage and copies from STRANGER, an address that is no peer
+
+--rate is the datagrams per second of the other kinds together (default
+200). At the end it writes one line to FILE: `sent KIND=N ... captured=N`.
+Needs CAP_NET_RAW (run inside the namespace with `ip netns exec`).
+"""
+
+import argparse
+import random
+import signal
+import socket
+import struct
+import time
+
+ETH_P_ALL = 0x0003
+PORT = 4792
+COMMON = 16
+
+# Header fields of a data packet a mutation may set: (offset, size). The
+# path, PSN, type and flags stay: a copy that keeps its path and PSN arrives
+# after the real packet and must be dropped as a duplicate before anything
+# of it is looked at. One that moves to a PSN the real sender has not used
+# yet, or turns into an ACK, needs the connection id and the PSNs, which only
+# a host that sees the wire has; Documentation/security.md says what such an
+# attacker can do (stall a connection) and cannot (touch memory).
+FIELDS = {
+    "rsn": (COMMON + 1, 1),
+    "paylen": (COMMON + 2, 2),
+    "stream": (COMMON + 4, 4),
+    "msn": (COMMON + 8, 4),
+    "offset": (COMMON + 12, 4),
+    "msglen": (COMMON + 16, 4),
+    "rkey": (COMMON + 20, 4),
+    "addr": (COMMON + 24, 8),
+    "payload": (COMMON + 36, 4),
+}
+
+
+def hello(rng):
+    epoch = rng.getrandbits(32) or 1
+    to = 0 if rng.random() < 0.5 else rng.getrandbits(32)
+    return struct.pack("!BBHIII", (1 << 4) | 4, 0, 0, to, 0, 0) + struct.pack("!II", epoch, 0)
+
+
+def mutate(rng, pkt):
+    b = bytearray(pkt)
+    name = rng.choice(list(FIELDS))
+    off, size = FIELDS[name]
+    if off + size > len(b):
+        off, size = 8, 4
+    val = rng.getrandbits(8 * size)
+    # Half the time a near value: a plausible neighbour, not noise.
+    if rng.random() < 0.5:
+        old = int.from_bytes(b[off:off + size], "big")
+        val = (old + rng.choice([1, 2, 3, 64, 255, -1, -2])) % (1 << (8 * size))
+    b[off:off + size] = val.to_bytes(size, "big")
+    return bytes(b)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iface", required=True)
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--dst", required=True)
+    ap.add_argument("--stranger")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--hello-rate", type=float, default=50.0)
+    ap.add_argument("--modes", default="hello,garbage,truncated,mutate,replay,stranger")
+    ap.add_argument("--seed", type=int, default=None)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    modes = [m for m in a.modes.split(",") if m]
+    others = [m for m in modes if m != "hello" and (m != "stranger" or a.stranger)]
+
+    cap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    cap.bind((a.iface, 0))
+    cap.setblocking(False)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind((a.src, 0))
+    stx = None
+    if a.stranger:
+        stx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        stx.bind((a.stranger, 0))
+    src = socket.inet_aton(a.src)
+    dst = socket.inet_aton(a.dst)
+
+    ring = []
+    old = []
+    captured = 0
+    sent = {m: 0 for m in modes}
+    errors = 0
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    open(a.out + ".ready", "w").close()
+
+    start = time.monotonic()
+    next_hello = start
+    next_other = start
+    while not stop:
+        # Take what the wire has: the real datagrams SRC sends to DST.
+        for _ in range(256):
+            try:
+                f = cap.recv(65535)
+            except (BlockingIOError, InterruptedError):
+                break
+            if len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
+                continue
+            ihl = (f[14] & 15) * 4
+            if f[26:30] != src or f[30:34] != dst:
+                continue
+            u = 14 + ihl
+            if struct.unpack("!H", f[u + 2:u + 4])[0] != PORT:
+                continue
+            payload = f[u + 8:]
+            # Data packets and hellos only (see FIELDS).
+            if len(payload) < COMMON or payload[0] & 15 not in (1, 4):
+                continue
+            captured += 1
+            ring.append(payload)
+            if len(ring) > 512:
+                old.append(ring.pop(0))
+                if len(old) > 4096:
+                    old.pop(0)
+        now = time.monotonic()
+        try:
+            if "hello" in modes and a.hello_rate > 0 and now >= next_hello:
+                tx.sendto(hello(rng), (a.dst, PORT))
+                sent["hello"] += 1
+                next_hello += 1.0 / a.hello_rate
+            if others and a.rate > 0 and now >= next_other:
+                next_other += 1.0 / a.rate
+                m = rng.choice(others)
+                sock = tx
+                if m == "garbage" or (m != "garbage" and not ring):
+                    d = rng.randbytes(rng.randrange(0, 1500))
+                    if not ring and m != "stranger":
+                        m = "garbage"
+                elif m == "truncated":
+                    p = rng.choice(ring)
+                    d = p[: rng.randrange(0, len(p))]
+                elif m == "mutate":
+                    d = mutate(rng, rng.choice(ring))
+                elif m == "replay":
+                    d = rng.choice(old) if old else rng.choice(ring)
+                else:  # stranger
+                    sock = stx
+                    d = mutate(rng, rng.choice(ring)) if rng.random() < 0.5 else hello(rng)
+                if m == "stranger" and not ring:
+                    sock = stx
+                sock.sendto(d, (a.dst, PORT))
+                sent[m] = sent.get(m, 0) + 1
+        except OSError:
+            errors += 1
+        # Do not fall behind for ever after a stall.
+        if now - next_other > 1.0:
+            next_other = now
+        if now - next_hello > 1.0:
+            next_hello = now
+        time.sleep(0.001)
+
+    with open(a.out, "w") as o:
+        kinds = " ".join(f"{k}={v}" for k, v in sent.items())
+        o.write(f"sent {kinds} captured={captured} errors={errors} seconds={time.monotonic() - start:.0f}\n")
+
+
+if __name__ == "__main__":
+    main()
