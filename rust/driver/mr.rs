@@ -71,6 +71,20 @@ fn region_offset(iova: u64, size: u64, addr: u64, len: u64) -> Option<u64> {
     (off.checked_add(len)? <= size).then_some(off)
 }
 
+/// Whether a region of domain `region_pd` granting `region_access` (all of
+/// kernel memory if `kernel`) may be reached remotely for `right` through a
+/// QP of domain `pd` granting `qp_access`.
+fn remote_allowed(
+    region_pd: PdId,
+    region_access: Access,
+    kernel: bool,
+    pd: PdId,
+    qp_access: Access,
+    right: u32,
+) -> bool {
+    region_pd == pd && region_access.has(right) && qp_access.has(right) && !kernel
+}
+
 /// The most regions a device holds.
 const MAX_MRS: usize = 1 << 24;
 
@@ -124,11 +138,8 @@ impl MrTable {
         len: u64,
     ) -> Result<(&MrEntry, u64), NakCode> {
         let e = self.mr(rkey).ok_or(NakCode::RemoteAccess)?;
-        if e.pd != pd
-            || !e.access.has(right)
-            || !qp_access.has(right)
-            || matches!(e.mem, Mem::Kernel(_))
-        {
+        let kernel = matches!(e.mem, Mem::Kernel(_));
+        if !remote_allowed(e.pd, e.access, kernel, pd, qp_access, right) {
             return Err(NakCode::RemoteAccess);
         }
         Ok((e, e.offset(addr, len).ok_or(NakCode::RemoteAccess)?))
@@ -256,6 +267,35 @@ mod tests {
         assert_eq!(region_offset(0x1000, 4096, 0x2000, 0), Some(4096));
         assert_eq!(region_offset(0x1000, 4096, 0x2000, 1), None);
         assert_eq!(region_offset(0, u64::MAX, u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn remote_access_needs_the_pd_both_rights_and_user_memory() {
+        let rw = Access(Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE);
+        let w = Access::REMOTE_WRITE;
+        assert!(remote_allowed(7, rw, false, 7, rw, w));
+        // Another PD's region (a PD number that came back would do this).
+        assert!(!remote_allowed(7, rw, false, 8, rw, w));
+        // The region does not grant it, or the QP does not.
+        assert!(!remote_allowed(
+            7,
+            Access(Access::LOCAL_WRITE),
+            false,
+            7,
+            rw,
+            w
+        ));
+        assert!(!remote_allowed(
+            7,
+            rw,
+            false,
+            7,
+            Access(Access::REMOTE_READ),
+            w
+        ));
+        assert!(!remote_allowed(7, rw, false, 7, rw, Access::REMOTE_ATOMIC));
+        // Kernel memory, whatever the rights say.
+        assert!(!remote_allowed(7, rw, true, 7, rw, w));
     }
 
     #[test]

@@ -176,8 +176,9 @@ impl Shared {
             return Ok(p);
         }
         let hs = Handshake::new(random_u32());
-        // About 160 KiB: virtually contiguous memory will do.
-        let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL)?;
+        // About 160 KiB: virtually contiguous memory will do. Charged to the
+        // process whose QP asked for the peer (at most MAX_PEERS of them).
+        let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
         conn.configure(conn_config(&hs, ip, self.payload));
         let node = Timer::new_arc(
             Peer {
