@@ -74,6 +74,11 @@ pub(super) fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
         mtu.clamp(256, 4096) as u16,
     );
     cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
+    // Random initial PSNs, exchanged in the hellos: a sender who does not
+    // see the traffic has to guess a 256-packet window of a path's 2^32
+    // PSNs as well as the 32-bit epoch.
+    cfg.tx_isn = hs.isn();
+    cfg.rx_isn = hs.remote_isn();
     // Each path leaves this host in order (one sending context, see
     // `Peer::pump`), so a hole followed by 8 later packets is taken for a
     // loss; on a fabric that reorders within a path the receiver reports the
@@ -376,7 +381,7 @@ impl Peer {
         // connection (which also counts a malformed hello it is handed).
         if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
-                self.on_hello(&mut ps, h.epoch, h.common.conn, h.common.flags);
+                self.on_hello(&mut ps, h.epoch, h.isn, h.common.conn, h.common.flags);
                 self.pump(timer, &mut ps, false);
                 return;
             }
@@ -488,9 +493,9 @@ impl Peer {
     /// packets named an epoch the peer no longer has) and start again on the
     /// new connection, so that a queue pair set up against the peer's new
     /// incarnation while its hello was on the way loses nothing.
-    fn on_hello(&self, ps: &mut PeerInner, from: u32, to: u32, flags: u8) {
+    fn on_hello(&self, ps: &mut PeerInner, from: u32, isn: u32, to: u32, flags: u8) {
         let now = now_ns();
-        let v = ps.hs.on_hello(from, to, flags, now);
+        let v = ps.hs.on_hello(from, isn, to, flags, now);
         if v.challenge {
             // Another hello claims the peer restarted: the incarnation we
             // know answers this, unless it is really gone.
@@ -523,8 +528,14 @@ impl Peer {
             ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
             self.epoch.store(ps.hs.epoch(), Relaxed);
             ps.hello_gap = HELLO_FIRST_NS;
-        } else if ps.conn.config().remote_id != ps.hs.remote() {
-            ps.conn.set_remote_id(ps.hs.remote());
+        } else if ps.conn.config().remote_id != ps.hs.remote()
+            || ps.conn.config().rx_isn != ps.hs.remote_isn()
+        {
+            // The peer's epoch and initial PSN became known (or changed
+            // before any data flowed): nothing is in the connection yet.
+            let mtu = u32::from(ps.conn.config().max_payload);
+            *ps.conn = EMPTY_CONN;
+            ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
         }
         if v.reply {
             self.hello(ps);

@@ -175,7 +175,7 @@ impl Shared {
         if let Some(p) = self.find_peer(ip) {
             return Ok(p);
         }
-        let hs = Handshake::new(random_u32());
+        let hs = Handshake::new(random_u32(), random_u32());
         // About 160 KiB: virtually contiguous memory will do. Charged to the
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;

@@ -736,12 +736,6 @@ impl<const P: usize> Connection<P> {
             .any(|m| m.state != MsgState::Free && m.msg.stream == stream)
     }
 
-    /// Sets the peer's identifier (it became known after [`Self::configure`],
-    /// before any packet was sent).
-    pub fn set_remote_id(&mut self, remote_id: u32) {
-        self.cfg.remote_id = remote_id;
-    }
-
     /// The next completion, in message order per stream.
     pub fn poll_event(&mut self) -> Option<Completion> {
         if self.done_len == 0 {

@@ -74,7 +74,11 @@ pub struct Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handshake {
     epoch: u32,
+    /// Our initial PSN, sent in our hellos.
+    isn: u32,
     remote: u32,
+    /// The peer's initial PSN, learnt with its epoch.
+    remote_isn: u32,
     confirmed: bool,
     used: bool,
     /// When a hello first claimed a new incarnation of the peer, while the
@@ -94,12 +98,16 @@ fn next_epoch(e: u32) -> u32 {
 }
 
 impl Handshake {
-    /// A fresh end whose epoch is `epoch` (0 is taken as 1); the caller draws
-    /// it at random so that a restarted host does not reuse its old one.
-    pub const fn new(epoch: u32) -> Self {
+    /// A fresh end whose epoch is `epoch` (0 is taken as 1) and whose
+    /// packets start at PSN `isn`; the caller draws both at random, so that
+    /// a restarted host does not reuse its old epoch and a sender who does
+    /// not see the traffic knows neither.
+    pub const fn new(epoch: u32, isn: u32) -> Self {
         Self {
             epoch: if epoch == 0 { 1 } else { epoch },
+            isn,
             remote: 0,
+            remote_isn: 0,
             confirmed: false,
             used: false,
             claimed_at: None,
@@ -116,6 +124,17 @@ impl Handshake {
     /// The peer's epoch (0: not known yet): the connection id we send to.
     pub const fn remote(&self) -> u32 {
         self.remote
+    }
+
+    /// Our initial PSN (the connection's `tx_isn`).
+    pub const fn isn(&self) -> u32 {
+        self.isn
+    }
+
+    /// The peer's initial PSN, learnt with its epoch (the connection's
+    /// `rx_isn`).
+    pub const fn remote_isn(&self) -> u32 {
+        self.remote_isn
     }
 
     /// Whether data may flow: we know the peer's epoch and it knows ours.
@@ -156,9 +175,10 @@ impl Handshake {
         true
     }
 
-    /// Handles a hello from epoch `from` that names `to` as our epoch, with
-    /// hello flags `flags`, arriving at `now` (nanoseconds, any origin).
-    pub fn on_hello(&mut self, from: u32, to: u32, flags: u8, now: u64) -> Verdict {
+    /// Handles a hello from epoch `from` whose packets start at PSN
+    /// `from_isn`, that names `to` as our epoch, with hello flags `flags`,
+    /// arriving at `now` (nanoseconds, any origin).
+    pub fn on_hello(&mut self, from: u32, from_isn: u32, to: u32, flags: u8, now: u64) -> Verdict {
         let mut v = Verdict::default();
         if from == 0 {
             return v;
@@ -198,6 +218,7 @@ impl Handshake {
             v.reset = true;
         }
         self.remote = from;
+        self.remote_isn = from_isn;
         self.confirmed = to == self.epoch && !v.reset;
         // Whatever the rate limit: this changes what the peer must learn.
         self.replied_at = Some(now);
@@ -227,6 +248,7 @@ impl Handshake {
                 timestamp: 0,
             },
             epoch: self.epoch,
+            isn: self.isn,
         };
         encode_hello(&h, out)
     }
@@ -249,7 +271,7 @@ mod tests {
         let mut buf = [0u8; 64];
         let n = enc(&mut buf).unwrap();
         match decode(&buf[..n]) {
-            Ok(Packet::Hello(h)) => to.on_hello(h.epoch, h.common.conn, h.common.flags, now),
+            Ok(Packet::Hello(h)) => to.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, now),
             other => panic!("not a hello: {other:?}"),
         }
     }
@@ -284,8 +306,8 @@ mod tests {
 
     /// Two ends that met and exchanged data, at time 0.
     fn used_pair() -> (Handshake, Handshake) {
-        let mut a = Handshake::new(100);
-        let mut b = Handshake::new(900);
+        let mut a = Handshake::new(100, 100 ^ 0x5a5a);
+        let mut b = Handshake::new(900, 900 ^ 0x5a5a);
         converge(&mut a, &mut b, 0);
         a.mark_used();
         b.mark_used();
@@ -294,14 +316,16 @@ mod tests {
 
     #[test]
     fn two_fresh_ends_meet_in_three_hellos() {
-        let mut a = Handshake::new(100);
-        let mut b = Handshake::new(900);
+        let mut a = Handshake::new(100, 100 ^ 0x5a5a);
+        let mut b = Handshake::new(900, 900 ^ 0x5a5a);
         assert!(!a.ready() && !b.ready());
         assert_eq!(converge(&mut a, &mut b, 0), 3);
         assert!(a.ready() && b.ready());
         assert_eq!((a.remote(), b.remote()), (900, 100));
+        // Each learnt the other's initial PSN with its epoch.
+        assert_eq!((a.remote_isn(), b.remote_isn()), (b.isn(), a.isn()));
         // A duplicate of the first hello changes nothing and asks for one reply.
-        let v = b.on_hello(100, 0, 0, 100 * MS);
+        let v = b.on_hello(100, 0, 0, 0, 100 * MS);
         assert_eq!(
             v,
             Verdict {
@@ -311,13 +335,13 @@ mod tests {
         );
         assert!(b.ready());
         // A second copy within the reply gap is not answered.
-        assert_eq!(b.on_hello(100, 0, 0, 101 * MS), Verdict::default());
+        assert_eq!(b.on_hello(100, 0, 0, 0, 101 * MS), Verdict::default());
     }
 
     #[test]
     fn crossing_hellos_converge_without_reset() {
-        let mut a = Handshake::new(5);
-        let mut b = Handshake::new(7);
+        let mut a = Handshake::new(5, 5 ^ 0x5a5a);
+        let mut b = Handshake::new(7, 7 ^ 0x5a5a);
         let (ha, hb) = (a, b);
         let va = deliver(&hb, &mut a, 0);
         let vb = deliver(&ha, &mut b, 0);
@@ -331,7 +355,7 @@ mod tests {
     fn a_restarted_peer_resets_a_used_end_once_its_old_self_stays_silent() {
         let (mut a, _b) = used_pair();
         // B restarts with a new random epoch; its hellos repeat.
-        let mut b2 = Handshake::new(31_337);
+        let mut b2 = Handshake::new(31_337, 31_337 ^ 0x5a5a);
         let t0 = 5_000 * MS;
         let v = deliver(&b2, &mut a, t0);
         assert_eq!(
@@ -356,9 +380,10 @@ mod tests {
         assert!(!v.reset && !v.reply);
         assert!(a.ready() && b2.ready());
         assert_eq!((a.remote(), b2.remote()), (31_337, 101));
+        assert_eq!(a.remote_isn(), b2.isn());
         // A late hello of A's incarnation before the reset is ignored.
         assert_eq!(
-            b2.on_hello(100, 31_337, 0, t0 + 2 * RESTART_SILENCE_NS),
+            b2.on_hello(100, 0, 31_337, 0, t0 + 2 * RESTART_SILENCE_NS),
             Verdict::default()
         );
         assert!(b2.ready());
@@ -372,7 +397,7 @@ mod tests {
         for round in 0..20u64 {
             let t = t0 + round * 2 * RESTART_SILENCE_NS / 3;
             // Anybody on B's host claims B restarted.
-            let v = a.on_hello(0xbad0_0000 + round as u32, 0, 0, t);
+            let v = a.on_hello(0xbad0_0000 + round as u32, 0, 0, 0, t);
             assert!(
                 !v.reset,
                 "round {round}: one hello tore the connection down"
@@ -393,9 +418,9 @@ mod tests {
         assert_eq!((a.epoch(), a.remote()), (100, 900));
         // Traffic addressed to A's epoch disproves a claim as well.
         let t1 = t0 + 100 * RESTART_SILENCE_NS;
-        assert!(a.on_hello(0xbad1, 0, 0, t1).challenge);
+        assert!(a.on_hello(0xbad1, 0, 0, 0, t1).challenge);
         a.on_traffic();
-        let v = a.on_hello(0xbad2, 0, 0, t1 + RESTART_SILENCE_NS);
+        let v = a.on_hello(0xbad2, 0, 0, 0, t1 + RESTART_SILENCE_NS);
         assert!(!v.reset && v.challenge);
         assert_eq!(a.remote(), 900);
     }
@@ -409,9 +434,9 @@ mod tests {
         for i in 0..1000u64 {
             let t = t0 + i * 100_000;
             let v = if i % 2 == 0 {
-                a.on_hello(0xbad0_0000 + i as u32, 0, 0, t)
+                a.on_hello(0xbad0_0000 + i as u32, 0, 0, 0, t)
             } else {
-                a.on_hello(900, 7, 0, t)
+                a.on_hello(900, 0, 7, 0, t)
             };
             assert!(!v.reset);
             answers += usize::from(v.reply) + usize::from(v.challenge);
@@ -428,7 +453,7 @@ mod tests {
         let (mut a, mut b) = used_pair();
         // A new incarnation of B cannot answer a challenge to the old one
         // with a hello that names both old epochs.
-        let mut b2 = Handshake::new(4_000);
+        let mut b2 = Handshake::new(4_000, 4_000 ^ 0x5a5a);
         let t0 = 5_000 * MS;
         assert!(deliver(&b2, &mut a, t0).challenge);
         let v = deliver_with(|buf| a.challenge(buf), &mut b2, t0 + MS);
@@ -442,10 +467,10 @@ mod tests {
 
     #[test]
     fn an_unused_end_adopts_a_new_epoch_without_reset() {
-        let mut a = Handshake::new(100);
-        let mut b = Handshake::new(900);
+        let mut a = Handshake::new(100, 100 ^ 0x5a5a);
+        let mut b = Handshake::new(900, 900 ^ 0x5a5a);
         converge(&mut a, &mut b, 0);
-        let mut b2 = Handshake::new(4_000_000);
+        let mut b2 = Handshake::new(4_000_000, 4_000_000 ^ 0x5a5a);
         let t0 = 5_000 * MS;
         assert!(deliver(&b2, &mut a, t0).challenge);
         let v = deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS);
@@ -457,12 +482,12 @@ mod tests {
 
     #[test]
     fn traffic_confirms_and_zero_is_no_epoch() {
-        let mut a = Handshake::new(0);
+        let mut a = Handshake::new(0, 0x5a5a);
         assert_eq!(a.epoch(), 1);
         a.on_traffic();
         assert!(!a.ready());
-        assert_eq!(a.on_hello(0, 1, 0, 0), Verdict::default());
-        let v = a.on_hello(9, 0, 0, 0);
+        assert_eq!(a.on_hello(0, 0, 1, 0, 0), Verdict::default());
+        let v = a.on_hello(9, 0, 0, 0, 0);
         assert!(v.reply && !a.ready());
         a.on_traffic();
         assert!(a.ready());

@@ -312,6 +312,10 @@ pub struct HelloHeader {
     pub common: Common,
     /// The sender's incarnation: the connection id it receives on.
     pub epoch: u32,
+    /// The sender's initial packet sequence number: path `i` starts at
+    /// `isn + (i << 24)`. Random per incarnation, so that a sender who cannot
+    /// see the traffic must guess a PSN window as well as the epoch.
+    pub isn: u32,
 }
 
 /// A decoded packet; data packets borrow their payload from the input.
@@ -615,13 +619,11 @@ fn decode_hello(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeE
         return Err(DecodeError::Flags(common.flags));
     }
     let epoch = r.u32()?;
-    if r.u32()? != 0 {
-        return Err(DecodeError::Reserved);
-    }
+    let isn = r.u32()?;
     if !r.rest().is_empty() {
         return Err(DecodeError::PayloadLength);
     }
-    Ok(Packet::Hello(HelloHeader { common, epoch }))
+    Ok(Packet::Hello(HelloHeader { common, epoch, isn }))
 }
 
 fn put_common(w: &mut Writer<'_>, c: &Common) {
@@ -732,7 +734,7 @@ pub fn encode_hello(hello: &HelloHeader, out: &mut [u8]) -> Result<usize, Encode
         out,
     )?;
     w.put(&hello.epoch.to_be_bytes());
-    w.put(&[0; 4]);
+    w.put(&hello.isn.to_be_bytes());
     Ok(w.pos)
 }
 
@@ -955,19 +957,20 @@ mod tests {
     }
 
     #[test]
-    fn hello_round_trip_and_reserved_bytes() {
+    fn hello_round_trip() {
         let hello = HelloHeader {
             common: common(PacketType::Hello, 0),
             epoch: 0x0102_0304,
+            isn: 0x0a0b_0c0d,
         };
         let mut buf = [0u8; 64];
         let n = encode_hello(&hello, &mut buf).unwrap();
         assert_eq!(n, COMMON_LEN + HELLO_LEN);
         assert_eq!(decode(&buf[..n]), Ok(Packet::Hello(hello)));
-        assert_eq!(&buf[COMMON_LEN..COMMON_LEN + 4], &[1, 2, 3, 4]);
-        buf[n - 1] = 1;
-        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
-        buf[n - 1] = 0;
+        assert_eq!(
+            &buf[COMMON_LEN..COMMON_LEN + 8],
+            &[1, 2, 3, 4, 10, 11, 12, 13]
+        );
         assert_eq!(decode(&buf[..n + 1]), Err(DecodeError::PayloadLength));
         assert_eq!(decode(&buf[..n - 1]), Err(DecodeError::Truncated));
         buf[1] = 1 << 1;
@@ -976,6 +979,7 @@ mod tests {
         let challenge = HelloHeader {
             common: common(PacketType::Hello, hello_flags::CHALLENGE),
             epoch: 9,
+            isn: 0,
         };
         let n = encode_hello(&challenge, &mut buf).unwrap();
         assert_eq!(decode(&buf[..n]), Ok(Packet::Hello(challenge)));
@@ -999,6 +1003,7 @@ mod tests {
         let hello = HelloHeader {
             common: common(PacketType::Hello, 0),
             epoch: 9,
+            isn: 77,
         };
         let mut buf = [0u8; 64];
         let n = encode_hello(&hello, &mut buf).unwrap();
