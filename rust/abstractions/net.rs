@@ -34,8 +34,8 @@ pub(crate) struct RxPacket<'a> {
 /// A user of a namespace's [`NetPort`] (one RDMA device), to which the port
 /// hands the datagrams that are its business.
 pub(crate) trait UdpHandler: Send + Sync + 'static {
-    /// Whether `pkt` is for this handler (checked under the port's lock; must
-    /// not take a lock that the transmit path holds around [`NetPort::send`]).
+    /// Whether `pkt` is for this handler, in softirq context. The port's lock
+    /// is not held; the port may ask several handlers in turn.
     fn owns(&self, pkt: &RxPacket<'_>) -> bool;
     /// Handles one datagram, in softirq context; it is freed afterwards.
     fn receive(&self, pkt: &RxPacket<'_>);

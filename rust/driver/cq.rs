@@ -6,7 +6,8 @@
 //! Completions are added with the adder's locks held (a peer connection's,
 //! a QP's); the completion handler is never called under them: an armed CQ
 //! that gets a completion kicks a work item, and the handler runs there, on
-//! a worker thread, with no lock of this driver held.
+//! a worker thread, with no lock of this driver held (only `CqEvents`' own,
+//! which keeps the handler from racing the CQ's destruction).
 
 use crate::abstractions::{
     net::{Timer, TimerHandler},

@@ -4,11 +4,11 @@
 
 use super::{
     cq::{Cq, MAX_CQE},
-    mr::Mem,
+    mr::{Mem, MAX_MRS},
     peer::paths,
     qp::{Qp, MAX_QP_WR, MAX_SGE},
     requester::MAX_INLINE,
-    shared::{Mr, Pd},
+    shared::{Mr, Pd, MAX_QPS},
     state::Shared,
 };
 use crate::abstractions::{
@@ -130,12 +130,12 @@ impl DeviceOps for MetaroceDevice {
             hw_ver: 0,
             max_mr_size: u64::MAX,
             page_size_cap: 0xffff_f000,
-            max_qp: 1 << 16,
+            max_qp: MAX_QPS as i32,
             max_qp_wr: MAX_QP_WR as i32,
             max_sge: MAX_SGE as i32,
             max_cq: 1 << 16,
             max_cqe: MAX_CQE as i32,
-            max_mr: 1 << 20,
+            max_mr: MAX_MRS as i32,
             max_pd: 1 << 16,
             max_rd_atom: 16,
         })

@@ -85,8 +85,8 @@ fn remote_allowed(
     region_pd == pd && region_access.has(right) && qp_access.has(right) && !kernel
 }
 
-/// The most regions a device holds.
-const MAX_MRS: usize = 1 << 24;
+/// The most regions a device holds (`max_mr` in `query_device`).
+pub(crate) const MAX_MRS: usize = 1 << 20;
 
 /// The next key after `last` that is not 0 and not in use (`used`).
 pub(super) fn next_free_key(last: u32, used: impl Fn(u32) -> bool) -> u32 {

@@ -220,12 +220,15 @@ impl Peer {
             }
             next = ps.conn.next_timeout();
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
+            self.unanswered.store(false, Relaxed);
         } else {
             // An unanswered peer is asked ever more rarely, and not at all
             // once no QP waits for it.
             if ps.streams.is_empty() && ps.hellos >= HELLO_FAST_TRIES {
                 return;
             }
+            self.unanswered
+                .store(ps.hellos >= HELLO_FAST_TRIES, Relaxed);
             if now >= ps.next_hello {
                 self.hello(ps);
                 ps.hellos = ps.hellos.saturating_add(1);
@@ -263,6 +266,16 @@ impl Peer {
             };
             qp.queued.store(false, Relaxed);
             let mut st = qp.st.lock();
+            // A QP that left this connection since it was queued is not
+            // ours to post for.
+            if st.dead
+                || !st
+                    .peer
+                    .as_deref()
+                    .is_some_and(|t| core::ptr::eq(&**t, self))
+            {
+                continue;
+            }
             if QpShared::post_responses(&mut st, &mut ps.conn)
                 | QpShared::post_queued(&mut st, &mut ps.conn)
             {
@@ -423,7 +436,11 @@ impl Peer {
     }
 
     /// Fails the queue pairs waiting on a peer that has been silent for
-    /// longer than they allow (verbs' "transport retry counter exceeded").
+    /// longer than each of them allows (verbs' "transport retry counter
+    /// exceeded"), and a QP whose delivered Read or atomic has waited that
+    /// long for its answer. Each QP is measured against its own patience:
+    /// one that asks little fails alone. Runs every `ALIVE_CHECK_NS` (it
+    /// visits every QP of the peer).
     fn check_alive(&self, ps: &mut PeerInner, now: u64) {
         let PeerInner {
             conn,
@@ -431,8 +448,9 @@ impl Peer {
             alive_at,
             ..
         } = ps;
+        let silent = now.saturating_sub(*alive_at);
         let mut waiting = false;
-        let mut patience: Option<u64> = None;
+        let mut gave_up = false;
         for s in streams.iter() {
             let mut st = s.qp.st.lock();
             if st.sq.is_empty() && st.owed.is_empty() {
@@ -442,7 +460,6 @@ impl Peer {
             let Some(p) = patience_ns(st.timeout, st.retry_cnt) else {
                 continue;
             };
-            patience = Some(patience.map_or(p, |q| q.min(p)));
             // A live peer that never answers a delivered Read or atomic
             // (its region went away under it, its QP failed, a forged
             // packet took the answer's place) fails that request, as a
@@ -453,7 +470,8 @@ impl Peer {
                     && !e.resp_done
                     && now.saturating_sub(e.delivered_at) >= p
             });
-            if unanswered {
+            if silent >= p || unanswered {
+                gave_up |= silent >= p;
                 s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
                 s.qp.to_error(&mut st, conn);
             }
@@ -461,29 +479,17 @@ impl Peer {
         // Nothing waits on the peer: the clock starts when something does.
         if !waiting {
             *alive_at = now;
-            return;
         }
-        let Some(p) = patience else { return };
-        if now.saturating_sub(*alive_at) < p {
-            return;
+        if gave_up {
+            pr_info!(
+                "peer {}.{}.{}.{} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
+                self.ip[0],
+                self.ip[1],
+                self.ip[2],
+                self.ip[3],
+                silent / 1_000_000
+            );
         }
-        pr_info!(
-            "peer {}.{}.{}.{} silent for {} ms: its queue pairs fail (retry exceeded)\n",
-            self.ip[0],
-            self.ip[1],
-            self.ip[2],
-            self.ip[3],
-            now.saturating_sub(*alive_at) / 1_000_000
-        );
-        for s in streams.iter() {
-            let mut st = s.qp.st.lock();
-            if st.sq.is_empty() && st.owed.is_empty() {
-                continue;
-            }
-            s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
-            s.qp.to_error(&mut st, conn);
-        }
-        *alive_at = now;
     }
 
     /// Handles a hello: adopts the peer's epoch; if the peer is a new
@@ -532,9 +538,9 @@ impl Peer {
             || ps.conn.config().rx_isn != ps.hs.remote_isn()
         {
             // The peer's epoch and initial PSN became known (or changed
-            // before any data flowed): nothing is in the connection yet.
+            // before any data flowed): nothing is in the connection yet, so
+            // setting its ids and sequence numbers anew is enough.
             let mtu = u32::from(ps.conn.config().max_payload);
-            *ps.conn = EMPTY_CONN;
             ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
         }
         if v.reply {

@@ -22,11 +22,12 @@ use crate::transport::{
 };
 use kernel::{
     alloc::KVec,
+    new_mutex,
     prelude::*,
     rbtree::RBTreeNodeReservation,
     sync::{
         atomic::{Atomic as KAtomic, Relaxed},
-        Arc,
+        Arc, Mutex,
     },
 };
 
@@ -43,6 +44,10 @@ fn unicast(ip: [u8; 4]) -> bool {
 /// A queue pair.
 pub(crate) struct Qp {
     node: Arc<QpShared>,
+    /// Serialises modify_qp and destroy_qp: uverbs lets a process call them
+    /// on one QP from several threads at once, and two concurrent RTR
+    /// transitions must not attach the QP to two peer connections.
+    verbs: Pin<KBox<Mutex<()>>>,
 }
 
 impl Drop for Qp {
@@ -71,12 +76,13 @@ impl Qp {
         c.max_send_sge = MAX_SGE;
         c.max_recv_sge = MAX_SGE;
         c.max_inline_data = MAX_INLINE;
+        let verbs = KBox::pin_init(new_mutex!((), "metaroce_qp_verbs"), GFP_KERNEL_ACCOUNT)?;
         let qpn = dev.alloc_qpn()?;
         let node = Self::new_node(dev, req, qpn);
         if node.is_err() {
             dev.release_qpn(qpn);
         }
-        Ok((Self { node: node? }, qpn))
+        Ok((Self { node: node?, verbs }, qpn))
     }
 
     fn new_node(
@@ -85,7 +91,14 @@ impl Qp {
         qpn: u32,
     ) -> Result<Arc<QpShared>> {
         let c = &req.caps;
-        // What a process creates is charged to its memory cgroup.
+        // What a process creates is charged to its memory cgroup. The
+        // larger parts are allocated one by one, not built on the stack.
+        let rstream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
+        let resp_stream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
+        let mut rx = KVec::with_capacity(MAX_OUTSTANDING as usize, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..MAX_OUTSTANDING {
+            rx.push(RxMsg::default(), GFP_KERNEL_ACCOUNT)?;
+        }
         Arc::new(
             QpShared {
                 qpn,
@@ -121,10 +134,10 @@ impl Qp {
                             next_rsn: 0,
                             rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL_ACCOUNT)?,
                             rq_base: 0,
-                            rstream: RecvStream::new(0),
-                            rx: [RxMsg::default(); MAX_OUTSTANDING as usize],
+                            rstream,
+                            rx,
                             next_resp: 0,
-                            resp_stream: RecvStream::new(0),
+                            resp_stream,
                             owed: KVec::new(),
                             next_owed: 0,
                             fatal: None,
@@ -156,6 +169,10 @@ impl Qp {
             }
             (st.dest_ip, st.dest_qp)
         };
+        // Also when no address was ever given (0.0.0.0).
+        if !unicast(ip) {
+            return Err(EINVAL);
+        }
         let peer = n.dev.peer(ip)?;
         // The lookup trees' nodes, allocated before the peer's lock.
         let by_qpn = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
@@ -164,7 +181,7 @@ impl Qp {
         // One local QP per peer QP: the streams are named by the peer's QP
         // number. A stream whose last messages still drain (the QP was reset
         // just now) cannot start again yet.
-        if ps.dead || ps.streams.iter().any(|s| s.dest == dest) {
+        if ps.dead || ps.by_dest.get(&dest).is_some() {
             return Err(EBUSY);
         }
         if ps.conn.stream_busy(requests(dest)) || ps.conn.stream_busy(responses(dest)) {
@@ -172,18 +189,26 @@ impl Qp {
         }
         // Room on the ready ring for every attached QP: waking one never
         // allocates.
-        peer.ready
-            .lock()
-            .reserve(ps.streams.len() + 1, GFP_ATOMIC)?;
+        {
+            let mut ready = peer.ready.lock();
+            let (want, cap) = (ps.streams.len() + 1, ready.capacity());
+            // Doubling: attaching n QPs costs O(n) in all.
+            if want > cap {
+                ready.reserve(want.max(2 * cap).max(16), GFP_ATOMIC)?;
+            }
+        }
         ps.streams.push(
             Stream {
                 qpn: n.qpn,
-                dest,
                 qp: n.clone(),
             },
             GFP_ATOMIC,
         )?;
         ps.by_qpn.insert(by_qpn.into_node(n.qpn, n.clone()));
+        // Our streams start again from message 0: a rejection the ACKs
+        // still carry for a message of theirs is about the QP's last life.
+        ps.conn.forget_rejection(requests(n.qpn));
+        ps.conn.forget_rejection(responses(n.qpn));
         ps.by_dest.insert(by_dest.into_node(dest, n.clone()));
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
         if !ps.hs.ready() {
@@ -218,6 +243,7 @@ impl Qp {
     }
 
     pub(crate) fn modify(&self, m: &QpModify) -> Result {
+        let _serial = self.verbs.lock();
         if m.dest_unsupported {
             return Err(EINVAL);
         }
@@ -291,10 +317,12 @@ impl Qp {
                 st.next_msn = 0;
                 st.next_rsn = 0;
                 st.rq_base = 0;
-                st.rstream = RecvStream::new(0);
-                st.rx = [RxMsg::default(); MAX_OUTSTANDING as usize];
+                *st.rstream = RecvStream::new(0);
+                for m in st.rx.iter_mut() {
+                    *m = RxMsg::default();
+                }
                 st.next_resp = 0;
-                st.resp_stream = RecvStream::new(0);
+                *st.resp_stream = RecvStream::new(0);
                 st.owed.clear();
                 st.next_owed = 0;
             }
@@ -334,12 +362,16 @@ impl Qp {
     }
 
     pub(crate) fn destroy(&self) {
+        let _serial = self.verbs.lock();
         let n = &self.node;
         self.detach();
         {
             let mut st = n.st.lock();
+            // From now on nothing completes for it (`flush` does nothing):
+            // the verbs object is about to go.
             st.dead = true;
             st.sq.clear();
+            st.rq.clear();
             st.owed.clear();
         }
         n.scq.purge(n.id);
@@ -408,9 +440,12 @@ impl Qp {
                 n.to_error(&mut st, &mut ps.conn);
                 return Ok(());
             }
-            n.queue_send(&mut st, wr, req)?
+            let one = n.queue_send(&mut st, wr, req)?;
+            // Still under the QP's lock, attached to `peer` (checked above):
+            // a detach that follows takes it off the ring again.
+            peer.wake(n);
+            one
         };
-        peer.wake(n);
         // Sending moves to a worker thread: the caller (often a user polling
         // loop) gets its CPU back, and the transmissions and the softirqs they
         // cause run on another one. A lone small request is sent at once, so

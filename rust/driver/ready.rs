@@ -25,23 +25,36 @@ impl<T> ReadyRing<T> {
         }
     }
 
+    /// Entries it has room for.
+    pub(super) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Entries queued.
     pub(super) fn len(&self) -> usize {
         self.len
     }
 
+    /// The slot of the `i`-th entry from the head (`i` below the capacity).
+    /// No division: a panic path (by zero) has no place in a kernel ring.
+    fn at(&self, i: usize) -> usize {
+        let at = self.head + i;
+        if at >= self.slots.len() {
+            at - self.slots.len()
+        } else {
+            at
+        }
+    }
+
     /// Makes room for `n` entries in all, keeping the queued ones in order.
     pub(super) fn reserve(&mut self, n: usize, flags: kernel::alloc::Flags) -> Result {
-        let cap = self.slots.len();
-        if cap >= n {
+        if self.slots.len() >= n {
             return Ok(());
         }
         let mut slots = KVec::with_capacity(n, flags)?;
         for i in 0..self.len {
-            let e = self
-                .slots
-                .get_mut((self.head + i) % cap)
-                .and_then(Option::take);
+            let at = self.at(i);
+            let e = self.slots.get_mut(at).and_then(Option::take);
             // Within the capacity just allocated: no allocation.
             slots.push(e, flags)?;
         }
@@ -55,11 +68,11 @@ impl<T> ReadyRing<T> {
 
     /// Queues `t` last; gives it back when the ring is full.
     pub(super) fn push(&mut self, t: Arc<T>) -> Result<(), Arc<T>> {
-        let cap = self.slots.len();
-        if self.len == cap {
+        if self.len >= self.slots.len() {
             return Err(t);
         }
-        match self.slots.get_mut((self.head + self.len) % cap) {
+        let at = self.at(self.len);
+        match self.slots.get_mut(at) {
             Some(s) => *s = Some(t),
             None => return Err(t),
         }
@@ -72,24 +85,21 @@ impl<T> ReadyRing<T> {
         if self.len == 0 {
             return None;
         }
-        let cap = self.slots.len();
         let t = self.slots.get_mut(self.head).and_then(Option::take);
-        self.head = (self.head + 1) % cap;
+        self.head = self.at(1);
         self.len -= 1;
         t
     }
 
     /// Removes the entries for which `gone` is true (a QP leaving its peer).
     pub(super) fn remove(&mut self, gone: impl Fn(&Arc<T>) -> bool) {
-        let cap = self.slots.len();
         let mut kept = 0;
         for i in 0..self.len {
-            let e = self
-                .slots
-                .get_mut((self.head + i) % cap)
-                .and_then(Option::take);
+            let at = self.at(i);
+            let e = self.slots.get_mut(at).and_then(Option::take);
             if let Some(e) = e.filter(|e| !gone(e)) {
-                if let Some(s) = self.slots.get_mut((self.head + kept) % cap) {
+                let to = self.at(kept);
+                if let Some(s) = self.slots.get_mut(to) {
                     *s = Some(e);
                 }
                 kept += 1;

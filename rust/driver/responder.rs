@@ -237,10 +237,18 @@ impl QpShared {
             let answer = if m.opcode == Opcode::ReadReq as u8 {
                 Some((m.remote, [0u8; 8], m.len))
             } else if m.opcode == Opcode::CmpSwap as u8 || m.opcode == Opcode::FetchAdd as u8 {
-                // Checked again in full; a region that went away since (or
-                // rights the QP no longer grants) answers 0 and writes
-                // nothing.
-                Some((None, self.atomic(&m, st.access).unwrap_or_default(), 8))
+                // Checked again in full. A region that went away since (or
+                // rights the QP no longer grants) gets no answer at all: a
+                // made-up old value would look like success (a lock taken).
+                // The QP fails; the requester's atomic fails when its
+                // answer does not come (`Peer::check_alive`).
+                match self.atomic(&m, st.access) {
+                    Some(old) => Some((None, old, 8)),
+                    None => {
+                        self.to_error(st, conn);
+                        return;
+                    }
+                }
             } else {
                 None
             };

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::abstractions::{
     net::{now_ns, random_u32, NetPort, RxPacket, Timer, UdpHandler},
-    types::{Access, MrKeys},
+    types::{Access, MrKeys, WcStatus},
 };
 use crate::new_spinlock_bh;
 use crate::transport::{
@@ -30,6 +30,9 @@ use kernel::{
         Arc,
     },
 };
+
+/// The most QPs a device holds (`max_qp` in `query_device`).
+pub(crate) const MAX_QPS: usize = 1 << 16;
 
 /// QP numbers have 24 bits.
 pub(super) const QPN_MASK: u32 = 0xff_ffff;
@@ -71,6 +74,7 @@ impl Shared {
                             peers: KVec::new(),
                             next_pd: 1,
                             qpns: RBTree::new(),
+                            qp_count: 0,
                         },
                         "metaroce_tables"
                     ),
@@ -139,16 +143,23 @@ impl Shared {
     pub(crate) fn alloc_qpn(&self) -> Result<u32> {
         let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let mut t = self.tables.lock();
+        if t.qp_count >= MAX_QPS {
+            return Err(ENOSPC);
+        }
         let last = NEXT_QPN.load(Relaxed);
         let qpn = next_free_qpn(last, |q| t.qpns.get(&q).is_some()).ok_or(ENOSPC)?;
         NEXT_QPN.store(qpn, Relaxed);
         t.qpns.insert(node.into_node(qpn, ()));
+        t.qp_count += 1;
         Ok(qpn)
     }
 
     /// QP `qpn` is gone: its number may be handed out again.
     pub(crate) fn release_qpn(&self, qpn: u32) {
-        self.tables.lock().qpns.remove(&qpn);
+        let mut t = self.tables.lock();
+        if t.qpns.remove(&qpn).is_some() {
+            t.qp_count -= 1;
+        }
     }
 
     pub(crate) fn dereg_mr(&self, key: u32) {
@@ -192,6 +203,7 @@ impl Shared {
                     GFP_KERNEL,
                 )?,
                 rescan: KAtomic::new(false),
+                unanswered: KAtomic::new(false),
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         PeerInner {
@@ -222,18 +234,31 @@ impl Shared {
             }
             if t.peers.len() >= MAX_PEERS {
                 // Full: the connection no QP uses and nothing is in flight
-                // on makes room (it is set up again when wanted).
+                // on makes room (it is set up again when wanted); failing
+                // that, one whose peer never answered its hellos (so that
+                // QPs aimed at hosts that do not exist cannot keep every
+                // slot: theirs fail).
                 let idle = t
                     .peers
                     .iter()
-                    .position(|p| p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0);
+                    .position(|p| p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0)
+                    .or_else(|| t.peers.iter().position(|p| p.unanswered.load(Relaxed)));
                 let Some(i) = idle else { return Err(ENOSPC) };
                 evicted = t.peers.remove(i).ok();
             }
             t.peers.push(node.clone(), GFP_ATOMIC)?;
         }
         if let Some(old) = evicted {
-            old.st.lock().dead = true;
+            {
+                let mut ps = old.st.lock();
+                ps.dead = true;
+                let PeerInner { conn, streams, .. } = &mut *ps;
+                for s in streams.iter() {
+                    let mut st = s.qp.st.lock();
+                    s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                    s.qp.to_error(&mut st, conn);
+                }
+            }
             old.stop();
         }
         node.pump(&node, &mut node.st.lock(), false);

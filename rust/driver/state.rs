@@ -20,8 +20,10 @@
 //!
 //! Contexts: `post_send`/`post_recv`/verbs calls run in process context; the
 //! receive callback and the peer's timer run in softirq. Every piece of state
-//! they share sits behind a `spin_lock_bh` lock. Lock order: peer, then QP,
-//! then memory-region table, then CQ.
+//! they share sits behind a `spin_lock_bh` lock. Lock order (three levels,
+//! Documentation/verbs.md): a peer, then a QP, then one leaf lock (the
+//! device's tables, a CQ's ring, a peer's ready ring, a port), never two
+//! leaves at once.
 //!
 //! `NetPort<Shared>` and `Timer<Peer>` need `Shared: UdpHandler` (shared.rs)
 //! and `Peer: TimerHandler` (peer.rs): those trait implementations are how the
@@ -41,7 +43,7 @@ use crate::abstractions::{
 use crate::transport::{
     conn::{Connection, Message},
     handshake::Handshake,
-    stream::{RecvStream, MAX_OUTSTANDING},
+    stream::RecvStream,
     wire::{Atomic, NakCode, Remote},
 };
 use kernel::{
@@ -89,6 +91,7 @@ pub(super) struct Tables {
     pub(super) next_pd: PdId,
     /// The numbers of the device's live QPs.
     pub(super) qpns: RBTree<u32, ()>,
+    pub(super) qp_count: usize,
 }
 
 /// The connection to one peer host, with its timer.
@@ -112,14 +115,16 @@ pub(crate) struct Peer {
     /// A QP with work found the ring full (which its sizing rules out):
     /// the next pump looks at every QP once.
     pub(super) rescan: KAtomic<bool>,
+    /// The handshake is incomplete after every quick hello went unanswered
+    /// (readable without the lock: the first to go when the table is full).
+    pub(super) unanswered: KAtomic<bool>,
     pub(super) st: Pin<KBox<SpinLockBh<PeerInner>>>,
 }
 
-/// A queue pair attached to a peer: its number and its peer QP's, which
-/// name its streams.
+/// A queue pair attached to a peer (its peer QP number names its streams;
+/// `PeerInner::by_dest` finds it by that).
 pub(super) struct Stream {
     pub(super) qpn: u32,
-    pub(super) dest: u32,
     pub(super) qp: Arc<QpShared>,
 }
 
@@ -231,11 +236,13 @@ pub(super) struct QpInner {
     pub(super) rq: KVec<RecvWr>,
     /// Receive number of `rq[0]`: receives consumed so far.
     pub(super) rq_base: u32,
-    pub(super) rstream: RecvStream,
-    pub(super) rx: [RxMsg; MAX_OUTSTANDING as usize],
+    /// The receive side of the request stream and what arrived of each
+    /// message (boxed: kept off the stack while a QP is built).
+    pub(super) rstream: KBox<RecvStream>,
+    pub(super) rx: KVec<RxMsg>,
     /// Requester: reads/atomics posted; responses received.
     pub(super) next_resp: u32,
-    pub(super) resp_stream: RecvStream,
+    pub(super) resp_stream: KBox<RecvStream>,
     /// Responder: responses owed, oldest first, and the next one's number.
     pub(super) owed: KVec<RespEntry>,
     pub(super) next_owed: u32,
@@ -315,6 +322,12 @@ impl QpShared {
     pub(super) fn flush(&self, st: &mut QpInner) {
         st.state = QpState::Err;
         st.owed.clear();
+        if st.dead {
+            // Destroyed: no completion may name it any more.
+            st.sq.clear();
+            st.rq.clear();
+            return;
+        }
         for e in st.sq.drain_all() {
             let wc = self.wc(
                 e.wr.wr_id,

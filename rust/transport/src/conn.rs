@@ -784,6 +784,16 @@ impl<const P: usize> Connection<P> {
         true
     }
 
+    /// Forgets the rejection of a message of `stream` that the ACKs carry:
+    /// the stream starts again (its queue pair was reset and joined the
+    /// connection anew, message numbers from 0), and a message that reuses
+    /// the rejected number must not fail for it.
+    pub fn forget_rejection(&mut self, stream: u32) {
+        if self.rejected.is_some_and(|r| r.0 == stream) {
+            self.rejected = None;
+        }
+    }
+
     /// Every message of `stream` below `msn` is complete at the receiver; the
     /// next ACKs report it.
     pub fn set_progress(&mut self, stream: u32, msn: u32) {
@@ -1503,8 +1513,7 @@ impl<const P: usize> Connection<P> {
             .iter()
             .take(self.n_paths())
             .filter(|p| p.expiries > 0)
-            .map(|p| p.outstanding)
-            .sum();
+            .fold(0u32, |a, p| a.saturating_add(p.outstanding));
         self.outstanding.saturating_sub(stuck) < self.cc.window()
     }
 

@@ -200,6 +200,13 @@ impl Handshake {
             // A late hello of an incarnation the peer has left.
             return v;
         }
+        if !self.ready() && self.remote != 0 && !self.may_reply(now) {
+            // Before the handshake completes, the peer's epoch may change
+            // once per reply gap: a flood of hellos with ever new epochs
+            // cannot make the end rebuild its connection for each one (the
+            // real peer repeats its hello).
+            return v;
+        }
         if self.ready() {
             // A claim that the peer restarted: believed only once the
             // incarnation we know has been silent long enough since the
@@ -478,6 +485,22 @@ mod tests {
         assert_eq!(a.epoch(), 100);
         converge(&mut b2, &mut a, t0 + 2 * RESTART_SILENCE_NS);
         assert!(a.ready() && b2.ready());
+    }
+
+    #[test]
+    fn before_the_handshake_completes_the_epoch_changes_once_per_gap() {
+        let mut a = Handshake::new(100, 1);
+        assert!(a.on_hello(7, 70, 0, 0, 0).reply);
+        // A flood of hellos with new epochs within the gap changes nothing.
+        for i in 0..100u32 {
+            let v = a.on_hello(1000 + i, 0, 0, 0, MS + u64::from(i) * 10_000);
+            assert_eq!(v, Verdict::default());
+        }
+        assert_eq!((a.remote(), a.remote_isn()), (7, 70));
+        // After the gap a new one is taken (the real peer repeats its hello).
+        assert!(a.on_hello(9, 90, 100, 0, 2 * REPLY_GAP_NS).reply);
+        assert_eq!((a.remote(), a.remote_isn()), (9, 90));
+        assert!(a.ready());
     }
 
     #[test]

@@ -589,3 +589,33 @@ fn each_stream_is_cut_at_its_own_payload_size() {
     // Asking for more than the connection allows gets the connection's.
     assert_eq!(sizes.get(&4), Some(&vec![(0, 1024), (1024, 1024)]));
 }
+
+#[test]
+fn a_stream_that_starts_again_is_not_failed_by_an_old_rejection() {
+    // Stream 0's message 0 is rejected; the receiver's queue pair is reset
+    // and the stream starts again from message 0. Every ACK used to carry
+    // the old rejection, so the new message 0 failed too.
+    let first = workload(1, 1, &[3000]);
+    let mut p = Pair::new(2, 1024, Channel::default(), 3);
+    p.hosts[1].reject_stream = Some(0);
+    p.hosts[0].todo.extend(first.iter().copied());
+    assert!(p.run(60 * SECOND));
+    assert_eq!(p.hosts[0].completions.len(), 1);
+    assert_eq!(p.hosts[0].completions[0].error, Some(NakCode::RemoteAccess));
+    // The receiver's QP starts again: its stream is new.
+    p.hosts[1].reject_stream = None;
+    p.hosts[1].conn.forget_rejection(0);
+    p.hosts[1].rx_streams.clear();
+    p.hosts[1].rx_bufs.clear();
+    p.hosts[1].rx_rsn.clear();
+    p.hosts[1].sends_done.clear();
+    p.hosts[1].delivered.clear();
+    p.hosts[0].todo.extend(first.iter().copied());
+    assert!(p.run(120 * SECOND));
+    assert_eq!(p.hosts[0].completions.len(), 2);
+    assert_eq!(
+        p.hosts[0].completions[1].error, None,
+        "{:?}",
+        p.hosts[0].completions
+    );
+}
