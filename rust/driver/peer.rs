@@ -242,6 +242,13 @@ impl Peer {
             }
             next = next.or(Some(ps.next_hello));
         }
+        // While requests wait on the peer, the timer also brings the next
+        // look at their patience: a connection with nothing in flight (a
+        // Read delivered whose answer never comes) has no other timer.
+        if ps.waiting {
+            let check = ps.next_alive_check;
+            next = Some(next.map_or(check, |n| n.min(check)));
+        }
         if let Some(at) = next {
             timer.start(at.saturating_sub(now_ns()).max(1_000));
         }
@@ -280,6 +287,9 @@ impl Peer {
                 | QpShared::post_queued(&mut st, &mut ps.conn)
             {
                 ps.hs.mark_used();
+                // Something new waits on the peer: its patience is looked
+                // at on time even if the connection then goes quiet.
+                ps.waiting = true;
             }
             let left = st.has_postable();
             drop(st);
@@ -446,6 +456,7 @@ impl Peer {
             conn,
             streams,
             alive_at,
+            waiting: waiting_flag,
             ..
         } = ps;
         let silent = now.saturating_sub(*alive_at);
@@ -477,6 +488,7 @@ impl Peer {
             }
         }
         // Nothing waits on the peer: the clock starts when something does.
+        *waiting_flag = waiting;
         if !waiting {
             *alive_at = now;
         }

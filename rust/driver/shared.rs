@@ -213,6 +213,7 @@ impl Shared {
                             by_qpn: RBTree::new(),
                             by_dest: RBTree::new(),
                             next_alive_check: 0,
+                            waiting: false,
                             next_hello: 0,
                             hello_gap: HELLO_FIRST_NS,
                             hellos: 0,

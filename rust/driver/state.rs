@@ -139,6 +139,9 @@ pub(super) struct PeerInner {
     pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
     /// When the QPs' patience with a silent peer is next looked at.
     pub(super) next_alive_check: u64,
+    /// Requests waited on the peer at the last look (the timer then brings
+    /// the next one).
+    pub(super) waiting: bool,
     /// When the next hello is due while the handshake is incomplete.
     pub(super) next_hello: u64,
     pub(super) hello_gap: u64,
