@@ -9,6 +9,7 @@ pub(crate) mod link;
 mod mr;
 mod peer;
 mod qp;
+mod rd_atomic;
 mod ready;
 mod requester;
 mod responder;

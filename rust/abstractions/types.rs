@@ -402,9 +402,13 @@ pub(crate) struct QpCaps {
 }
 
 /// Attributes given to `modify_qp`: `None` where the mask leaves them out.
-/// The core has checked the transition and the mask against the QP type.
+/// The core does not check the transition: the driver asks
+/// [`QpModify::allowed_from`] with the QP's state, under its own
+/// serialisation of the QP's verbs.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct QpModify {
+    /// The attribute mask as given (`enum ib_qp_attr_mask`).
+    pub(super) mask: u32,
     /// New state.
     pub(crate) state: Option<QpState>,
     /// Access rights for incoming requests.
@@ -429,6 +433,25 @@ pub(crate) struct QpModify {
     pub(crate) retry_cnt: Option<u8>,
     pub(crate) rnr_retry: Option<u8>,
     pub(crate) min_rnr_timer: Option<u8>,
+}
+
+impl QpModify {
+    /// Whether verbs allows an RC QP in state `cur` to move to the new
+    /// state (or stay in `cur`) with exactly these attributes given: the
+    /// transition exists, and every attribute it requires and none it
+    /// forbids is in the mask (the core's table, `ib_modify_qp_is_ok`).
+    pub(crate) fn allowed_from(&self, cur: QpState) -> bool {
+        let next = self.state.unwrap_or(cur);
+        // SAFETY: A pure function of its arguments (a table lookup).
+        unsafe {
+            bindings::ib_modify_qp_is_ok(
+                cur.to_raw(),
+                next.to_raw(),
+                bindings::ib_qp_type_IB_QPT_RC,
+                self.mask,
+            )
+        }
+    }
 }
 
 /// What `query_qp` reports.

@@ -421,7 +421,10 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let (obj, a) = unsafe { (Obj::<bindings::ib_qp, T::Qp>::from_raw(qp), &*attr) };
             let m = mask as u32;
             let has = |bit: u32| m & bit != 0;
-            let mut q = QpModify::default();
+            let mut q = QpModify {
+                mask: m,
+                ..Default::default()
+            };
             if has(bindings::ib_qp_attr_mask_IB_QP_STATE) {
                 q.state = Some(QpState::from_raw(a.qp_state).ok_or(EINVAL)?);
             }

@@ -7,6 +7,7 @@ use super::{
     mr::{Mem, MAX_MRS},
     peer::paths,
     qp::{Qp, MAX_QP_WR, MAX_SGE},
+    rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
     shared::{Mr, Pd, MAX_QPS},
     state::Shared,
@@ -137,7 +138,7 @@ impl DeviceOps for MetaroceDevice {
             max_cqe: MAX_CQE as i32,
             max_mr: MAX_MRS as i32,
             max_pd: 1 << 16,
-            max_rd_atom: 16,
+            max_rd_atom: MAX_RD_ATOMIC.into(),
         })
     }
 

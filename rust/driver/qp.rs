@@ -7,6 +7,7 @@
 use super::{
     cq::Cq,
     peer::HELLO_FIRST_NS,
+    rd_atomic::{Initiator, Target, MAX_RD_ATOMIC},
     requester::MAX_INLINE,
     shared::{Pd, QPN_MASK},
     state::{requests, responses, wc_opcode, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream},
@@ -137,6 +138,8 @@ impl Qp {
                             rstream,
                             rx,
                             next_resp: 0,
+                            rd: Initiator::default(),
+                            rd_dest: Target::default(),
                             resp_stream,
                             owed: KVec::new(),
                             next_owed: 0,
@@ -244,6 +247,12 @@ impl Qp {
 
     pub(crate) fn modify(&self, m: &QpModify) -> Result {
         let _serial = self.verbs.lock();
+        // Only the transitions verbs defines, with the attributes each
+        // needs. The state may move to the error state meanwhile (softirq),
+        // which is then the state the next call is checked against.
+        if !m.allowed_from(self.node.st.lock().state) {
+            return Err(EINVAL);
+        }
         if m.dest_unsupported {
             return Err(EINVAL);
         }
@@ -253,6 +262,12 @@ impl Qp {
             return Err(EINVAL);
         }
         if m.dest_ip4.is_some_and(|ip| !unicast(ip)) {
+            return Err(EINVAL);
+        }
+        // Beyond what `query_device` reports.
+        if m.max_rd_atomic.is_some_and(|v| v > MAX_RD_ATOMIC)
+            || m.max_dest_rd_atomic.is_some_and(|v| v > MAX_RD_ATOMIC)
+        {
             return Err(EINVAL);
         }
         let n = &self.node;
@@ -322,6 +337,8 @@ impl Qp {
                     *m = RxMsg::default();
                 }
                 st.next_resp = 0;
+                st.rd = Initiator::default();
+                st.rd_dest = Target::default();
                 *st.resp_stream = RecvStream::new(0);
                 st.owed.clear();
                 st.next_owed = 0;

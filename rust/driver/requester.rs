@@ -117,10 +117,19 @@ impl QpShared {
         }
         let mut any = false;
         for e in st.sq.iter_mut().filter(|e| !e.posted) {
+            let answered = e.resp.is_some();
+            if answered && !st.rd.may_post(st.max_rd_atomic) {
+                // It waits for an answer to arrive (`place_response`).
+                st.rd.stop_at_limit();
+                break;
+            }
             if conn.post_sized(e.msg, path_payload(st.mtu)).is_err() {
                 break;
             }
             e.posted = true;
+            if answered {
+                st.rd.posted();
+            }
             any = true;
         }
         any
@@ -180,14 +189,16 @@ impl QpShared {
         if h.opcode != Opcode::ReadResp {
             return Err(NakCode::InvalidRequest);
         }
-        let Some(e) = st.sq.iter().find(|e| e.resp == Some(h.msn)) else {
-            // Not ours (any more): a late copy after the request completed.
-            return match st
-                .resp_stream
-                .on_packet(h.msn, bytes.len() as u32, h.msg_len)
-            {
-                Err(StreamError::Completed) => Ok(false),
-                _ => Err(NakCode::InvalidRequest),
+        // Only a request that went out can be answered: one still held back
+        // (`max_rd_atomic`) or never made is not, and nothing of such a
+        // packet is recorded.
+        let Some(e) = st.sq.iter().find(|e| e.posted && e.resp == Some(h.msn)) else {
+            // A late copy of an answer that completed, or a forgery.
+            let late = (h.msn.wrapping_sub(st.resp_stream.progress()) as i32) < 0;
+            return if late {
+                Ok(false)
+            } else {
+                Err(NakCode::InvalidRequest)
             };
         };
         if u64::from(h.msg_len) != e.wr.len() {
@@ -206,6 +217,7 @@ impl QpShared {
             .ok_or(NakCode::InvalidRequest)?;
         drop(tables);
         while let Some(msn) = st.resp_stream.pop_completed() {
+            st.rd.answer_arrived();
             if let Some(e) = st.sq.iter_mut().find(|e| e.resp == Some(msn)) {
                 e.resp_done = true;
             }

@@ -21,10 +21,9 @@ use kernel::{
     sync::atomic::{Atomic as KAtomic, Relaxed},
 };
 
-/// Read and atomic answers a QP may owe at once: as many as the deepest send
-/// queue (`MAX_QP_WR`) can ask for, so only a peer breaking the protocol
-/// meets the limit. (`max_dest_rd_atomic` itself is not enforced yet: our
-/// requester does not keep to `max_rd_atomic`.)
+/// Read and atomic answers a QP may keep at once, handed to the connection
+/// or not: a backstop behind `max_dest_rd_atomic` (rd_atomic.rs), which
+/// bounds those not yet handed over; the connection bounds the others.
 const MAX_OWED: usize = 1024;
 
 /// When the out-of-memory warning was last logged (nanoseconds).
@@ -127,18 +126,30 @@ impl QpShared {
                 e.write(base + u64::from(h.offset), bytes)
                     .map_err(|_| NakCode::RemoteAccess)?;
             }
+            // A second copy of a request held here (the stream takes it:
+            // it carries no bytes) is ignored, not counted again.
+            Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd
+                if st.rx.get(idx).is_some_and(|m| m.used) =>
+            {
+                return Ok(false);
+            }
             Opcode::ReadReq => {
-                if st.owed.len() >= MAX_OWED {
+                if !st.rd_dest.may_accept(st.max_dest_rd_atomic) || st.owed.len() >= MAX_OWED {
                     return Err(NakCode::InvalidRequest);
                 }
                 remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
+                st.rd_dest.accepted();
             }
             Opcode::CmpSwap | Opcode::FetchAdd => {
                 let r = h.remote.ok_or(NakCode::InvalidRequest)?;
-                if r.addr % 8 != 0 || st.owed.len() >= MAX_OWED {
+                if r.addr % 8 != 0
+                    || !st.rd_dest.may_accept(st.max_dest_rd_atomic)
+                    || st.owed.len() >= MAX_OWED
+                {
                     return Err(NakCode::InvalidRequest);
                 }
                 remote(Access::REMOTE_ATOMIC, 0, 8)?;
+                st.rd_dest.accepted();
             }
             Opcode::Send | Opcode::SendImm => {
                 let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
@@ -219,6 +230,7 @@ impl QpShared {
                 break;
             }
             o.posted = true;
+            st.rd_dest.handed();
             any = true;
         }
         any
@@ -265,6 +277,7 @@ impl QpShared {
                 if st.owed.push(entry, GFP_ATOMIC).is_err() {
                     // Out of memory: the requester's Read never completes and
                     // its QP times out; nothing is corrupted.
+                    st.rd_dest.handed();
                     if log_allowed(&OOM_LOGGED) {
                         pr_warn!("qp {}: no memory for a response\n", self.qpn);
                     }

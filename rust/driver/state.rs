@@ -32,6 +32,7 @@
 use super::{
     cq::CqShared,
     mr::{MrTable, PdId},
+    rd_atomic::{Initiator, Target},
     ready::ReadyRing,
 };
 use crate::abstractions::{
@@ -243,8 +244,14 @@ pub(super) struct QpInner {
     /// message (boxed: kept off the stack while a QP is built).
     pub(super) rstream: KBox<RecvStream>,
     pub(super) rx: KVec<RxMsg>,
-    /// Requester: reads/atomics posted; responses received.
+    /// Requester: the number on the response stream of the next Read or
+    /// atomic queued.
     pub(super) next_resp: u32,
+    /// Requester: its Reads and atomics in flight, against `max_rd_atomic`.
+    pub(super) rd: Initiator,
+    /// Responder: the peer's Reads and atomics held, against
+    /// `max_dest_rd_atomic`.
+    pub(super) rd_dest: Target,
     pub(super) resp_stream: KBox<RecvStream>,
     /// Responder: responses owed, oldest first, and the next one's number.
     pub(super) owed: KVec<RespEntry>,
@@ -264,7 +271,8 @@ impl QpInner {
     /// last one of each queue says.
     pub(super) fn has_postable(&self) -> bool {
         (matches!(self.state, QpState::Rts | QpState::Sqd)
-            && self.sq.last().is_some_and(|e| !e.posted))
+            && self.sq.last().is_some_and(|e| !e.posted)
+            && self.rd.may_try(self.max_rd_atomic))
             || self.owed.last().is_some_and(|o| !o.posted)
     }
 }

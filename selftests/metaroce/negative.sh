@@ -5,7 +5,10 @@
 # (RDMA Write past / straddling the end of an MR, with a wrong rkey, to an MR
 # without remote write; RDMA Read from an MR without remote read; a Send with a
 # wrong lkey; posting in RESET/INIT; flushing in the error state; a Send longer
-# than the receive) runs on a fresh QP pair and is one test point here.
+# than the receive; dest_qp above 24 bits; deregistering with work
+# outstanding; Reads and atomics against max_rd_atomic/max_dest_rd_atomic and
+# the device's limits; state transitions verbs does not define) runs on a
+# fresh QP pair and is one test point here (`mr-negative -l` lists them).
 #
 #   NEG_TYPE=rxe|metaroce   the device type (default metaroce)
 #   NEG_TIMEOUT=SEC         the tool's completion deadline (default 10)

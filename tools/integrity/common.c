@@ -333,14 +333,14 @@ int qp_to_init(struct ibv_qp *qp, int ib_port, int access)
 }
 
 int qp_to_rtr(struct ibv_qp *qp, int ib_port, enum ibv_mtu mtu,
-	      const struct qp_info *peer, int sgid_idx)
+	      const struct qp_info *peer, int sgid_idx, uint8_t max_dest_rd)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = mtu,
 		.dest_qp_num = peer->qpn,
 		.rq_psn = peer->psn,
-		.max_dest_rd_atomic = 1,
+		.max_dest_rd_atomic = max_dest_rd,
 		.min_rnr_timer = 12,
 		.ah_attr = {
 			.dlid = (uint16_t)peer->lid,
@@ -361,7 +361,8 @@ int qp_to_rtr(struct ibv_qp *qp, int ib_port, enum ibv_mtu mtu,
 			     IBV_QP_MIN_RNR_TIMER);
 }
 
-int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry)
+int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
+	      uint8_t max_rd)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTS,
@@ -369,7 +370,7 @@ int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry)
 		.retry_cnt = 7,
 		.rnr_retry = rnr_retry,
 		.sq_psn = sq_psn,
-		.max_rd_atomic = 1,
+		.max_rd_atomic = max_rd,
 	};
 
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |

@@ -107,10 +107,13 @@ struct qp_info {
  * way. Each returns ibv_modify_qp's result (0 or an errno value). */
 int qp_to_init(struct ibv_qp *qp, int ib_port, int access);
 /* Towards PEER's qpn, psn and lid, over its GID (from our SGID_IDX) unless
- * that is zero. */
+ * that is zero, answering at most MAX_DEST_RD of its Reads and atomics at
+ * once. */
 int qp_to_rtr(struct ibv_qp *qp, int ib_port, enum ibv_mtu mtu,
-	      const struct qp_info *peer, int sgid_idx);
-int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry);
+	      const struct qp_info *peer, int sgid_idx, uint8_t max_dest_rd);
+/* With at most MAX_RD of our Reads and atomics outstanding. */
+int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
+	      uint8_t max_rd);
 
 /* ---------- completions ---------- */
 

@@ -842,9 +842,9 @@ static void connect_qps(void)
 	for (uint32_t i = 0; i < C.nqp; i++) {
 		struct qpctx *q = &C.q[i];
 
-		if (qp_to_rtr(q->qp, cfg.ib_port, mtu, &q->peer, C.dev.gid_idx))
+		if (qp_to_rtr(q->qp, cfg.ib_port, mtu, &q->peer, C.dev.gid_idx, 1))
 			die("QP %u to RTR: %s", i, strerror(errno));
-		if (qp_to_rts(q->qp, q->me.psn, 6))
+		if (qp_to_rts(q->qp, q->me.psn, 6, 1))
 			die("QP %u to RTS: %s", i, strerror(errno));
 	}
 }

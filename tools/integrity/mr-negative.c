@@ -71,6 +71,29 @@
  *                              source MR: the Read completes (any status)
  *                              within 30 s, and case 14 still works
  *  14 send_after_read_dereg    as case 12
+ *  15 read_without_responder_resources
+ *                              the server's QP reaches RTR with
+ *                              max_dest_rd_atomic 0 (it answers no Read):
+ *                              a 64-byte RDMA Read completes with
+ *                              IBV_WC_REM_INV_REQ_ERR, the local buffer
+ *                              unchanged
+ *  16 reads_beyond_initiator_depth
+ *                              max_rd_atomic and max_dest_rd_atomic 1: the
+ *                              client posts 8 Reads of 1.5 MTUs at once;
+ *                              all 8 complete, in order, with IBV_WC_SUCCESS
+ *                              and the bytes of the server's pieces (the
+ *                              requester holds 7 back while one is answered)
+ *  17 rd_atomic_above_device_max
+ *                              ibv_modify_qp to RTR with max_dest_rd_atomic,
+ *                              and to RTS with max_rd_atomic, one above what
+ *                              ibv_query_device reports must fail; the
+ *                              limits themselves are accepted
+ *  18 state_transitions_checked
+ *                              transitions verbs does not define fail:
+ *                              RESET to RTS, INIT to RTS, RTR without a
+ *                              destination QP number, RTS back to INIT;
+ *                              the defined ones, with their attributes,
+ *                              succeed
  *
  * Exit status: 0 every case passed, 1 a failure, 2 bad usage.
  */
@@ -105,7 +128,16 @@ const char prog_name[] = PROG;
 enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RR, C_SEND_LKEY, C_POST_STATE, C_FLUSH, C_SEND_LONG,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
-       NCASES = C_SEND_AFTER2 };
+       C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS,
+       NCASES = C_TRANSITIONS };
+
+/* A QP number no case's server QP has (their numbers are handed out from
+ * the bottom of the 24-bit space). */
+#define UNUSED_QPN 0xfffff0u
+
+/* reads_beyond_initiator_depth: how many Reads (each of 1.5 MTUs: two
+ * packets, the second short, 2 MTUs apart). */
+#define DEPTH_READS 8
 
 /* dereg_mr_with_read_outstanding: how long the Read may take to end. */
 #define READ_DEREG_WAIT_S 30
@@ -129,6 +161,10 @@ static const char *const case_name[NCASES + 1] = {
 	"send_after_dereg",
 	"dereg_mr_with_read_outstanding",
 	"send_after_read_dereg",
+	"read_without_responder_resources",
+	"reads_beyond_initiator_depth",
+	"rd_atomic_above_device_max",
+	"state_transitions_checked",
 };
 
 static struct {
@@ -483,11 +519,13 @@ static void cs_connect(struct cs *s)
 	int rc;
 
 	memcpy(peer.gid, p->gid, 16);
+	/* read_without_responder_resources: the server answers no Read */
 	rc = qp_to_rtr(s->qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
-		       D.dev.gid_idx);
+		       D.dev.gid_idx,
+		       D.is_server && s->n == C_READ_NO_RES ? 0 : 1);
 	if (rc)
 		die("QP to RTR: %s", strerror(rc));
-	rc = qp_to_rts(s->qp, s->psn, 7);
+	rc = qp_to_rts(s->qp, s->psn, 7, 1);
 	if (rc)
 		die("QP to RTS: %s", strerror(rc));
 }
@@ -671,6 +709,23 @@ static void server_prepare(struct cs *s)
 		f[4] = 2 * m + 100 < T_LEN - 512 ? 2 * m + 100 : T_LEN - 512;
 		f[5] = s->mr[0]->rkey;
 		break;
+	case C_READ_NO_RES:
+		server_target(s, full);
+		f[3] = (uintptr_t)s->buf + T_OFF + 256;
+		f[4] = 64;
+		f[5] = s->mr[0]->rkey;
+		break;
+	case C_READ_DEPTH:
+		/* DEPTH_READS pieces of 1.5 MTUs, one after the other */
+		make_buf(s, (size_t)DEPTH_READS * 2 * m + PAGE, 1);
+		s->mr[0] = reg(s->buf, s->len, full);
+		f[3] = (uintptr_t)s->buf;
+		f[4] = m + m / 2;
+		f[5] = s->mr[0]->rkey;
+		break;
+	case C_RD_MAX:
+	case C_TRANSITIONS:
+		break;
 	case C_DEREG_BUSY:
 	case C_DEREG_READ:
 		make_buf(s, BIG_LEN + 2 * PAGE, 1);
@@ -725,7 +780,11 @@ static void server_check(struct cs *s, const struct wire *done)
 		check_unchanged(s, "target allocation", 0, 0, T_OFF, T_END);
 		break;
 	case C_READ_NO_RR:
+	case C_READ_NO_RES:
 		check_unchanged(s, "read source", 0, 0, T_OFF, T_END);
+		break;
+	case C_READ_DEPTH:
+		check_unchanged(s, "read source", 0, 0, 0, 0);
 		break;
 	case C_SEND_LKEY:
 		expect_quiet(s, "the send with a wrong lkey reached the peer");
@@ -861,7 +920,10 @@ static void client_prepare(struct cs *s)
 	struct ibv_send_wr *bad;
 	int rc;
 
-	make_buf(s, L_ALLOC, 3);
+	size_t depth = (size_t)DEPTH_READS * 2 * D.mtu_bytes + PAGE;
+
+	make_buf(s, s->n == C_READ_DEPTH && depth > L_ALLOC ? depth : L_ALLOC,
+		 3);
 	s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
 	if (s->n != C_POST_STATE) {
 		cs_to_init(s);
@@ -995,12 +1057,12 @@ static int client_dest_high(struct cs *s)
 	if (rc)
 		die("QP to INIT: %s", strerror(rc));
 	rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
-		       D.dev.gid_idx);
+		       D.dev.gid_idx, 1);
 	if (!rc) {
 		vfail(&s->v, "ibv_modify_qp to RTR accepted dest_qp 0x%08x",
 		      peer.qpn);
 		fill(s->buf, 64, key_of(s->n, 6));
-		if (!qp_to_rts(qp, s->psn, 7) &&
+		if (!qp_to_rts(qp, s->psn, 7, 1) &&
 		    !post_send1(qp, 0x11, IBV_WR_SEND, s->buf, 64,
 				s->mr[0]->lkey, 0, 0, NULL)) {
 			struct ibv_wc wc;
@@ -1101,6 +1163,214 @@ static int client_read_dereg(struct cs *s)
 	return st;
 }
 
+/* reads_beyond_initiator_depth: DEPTH_READS Reads posted at once on a QP
+ * that may have one outstanding; every one must complete, in order, with
+ * the server's bytes. Returns the worst status (-1: a completion missing). */
+static int client_read_depth(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	uint32_t len = (uint32_t)t[4], stride = 2 * D.mtu_bytes;
+
+	memset(s->buf, 0, s->len);
+	for (uint32_t i = 0; i < DEPTH_READS; i++) {
+		int rc = post_send1(s->qp, 0x40 + i, IBV_WR_RDMA_READ,
+				    s->buf + i * stride, len, s->mr[0]->lkey,
+				    t[3] + i * stride, (uint32_t)t[5], NULL);
+
+		if (rc) {
+			vfail(&s->v, "ibv_post_send of Read %u: %s", i,
+			      strerror(rc));
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < DEPTH_READS; i++) {
+		struct ibv_wc wc;
+		int p = poll_one(s->cq, &wc, deadline());
+
+		if (p < 0)
+			die("ibv_poll_cq failed");
+		if (p == 0) {
+			vfail(&s->v, "%u of %u Reads completed within %d s", i,
+			      DEPTH_READS, cfg.timeout_s);
+			return -1;
+		}
+		if (wc.wr_id != 0x40 + i || wc.status != IBV_WC_SUCCESS) {
+			vfail(&s->v, "completion %u: wr_id 0x%" PRIx64 " %s "
+			      "(want wr_id 0x%x IBV_WC_SUCCESS)", i, wc.wr_id,
+			      wc_name(wc.status), 0x40 + i);
+			return wc.status == IBV_WC_SUCCESS ? -1 : (int)wc.status;
+		}
+	}
+	/* the server's buffer holds its pattern 1 from its start */
+	uint8_t *want = alloc_buf(len);
+
+	for (uint32_t i = 0; i < DEPTH_READS && !s->v.fail; i++) {
+		/* fill()'s pattern goes by 8-byte word; stride is a multiple */
+		fill(want, len, key_of(s->n, 1) + (uint64_t)i * stride / 8);
+		if (memcmp(s->buf + i * stride, want, len))
+			vfail(&s->v, "Read %u brought other bytes than the "
+			      "server's", i);
+	}
+	/* nothing landed between or after the Reads' buffers */
+	for (size_t at = 0; at < s->len && !s->v.fail; at++)
+		if (at % stride >= len || at >= (size_t)DEPTH_READS * stride)
+			if (s->buf[at])
+				vfail(&s->v, "byte %zu, outside every Read's "
+				      "buffer, changed", at);
+	free(want);
+	return IBV_WC_SUCCESS;
+}
+
+/* rd_atomic_above_device_max: a scratch QP asks for one more Read or
+ * atomic in flight than the device says it supports. Returns 0 when both
+ * were refused and the limits themselves accepted, else -1. */
+static int client_rd_max(struct cs *s)
+{
+	struct ibv_device_attr da;
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	/* a QP number the server does not use: the case's own QP is already
+	 * the one local QP paired with the server's */
+	struct qp_info peer = { .qpn = UNUSED_QPN,
+				.psn = (uint32_t)s->peer.f[1],
+				.lid = (uint32_t)s->peer.f[2] };
+	struct ibv_qp *qp;
+	int rc, st = 0;
+
+	if (ibv_query_device(D.dev.ctx, &da))
+		die("ibv_query_device");
+	if (da.max_qp_rd_atom >= 255 || da.max_qp_init_rd_atom >= 255) {
+		vnote(&s->v, "the device allows 255 (a u8's most): nothing "
+		      "above it to ask for");
+		return 0;
+	}
+	qp = ibv_create_qp(D.pd, &ia);
+	if (!qp)
+		die("ibv_create_qp: %s", strerror(errno));
+	memcpy(peer.gid, s->peer.gid, 16);
+	rc = qp_to_init(qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_REMOTE_READ);
+	if (rc)
+		die("QP to INIT: %s", strerror(rc));
+	rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
+		       D.dev.gid_idx, (uint8_t)(da.max_qp_rd_atom + 1));
+	if (!rc) {
+		vfail(&s->v, "RTR accepted max_dest_rd_atomic %d (the device's "
+		      "max_qp_rd_atom is %d)", da.max_qp_rd_atom + 1,
+		      da.max_qp_rd_atom);
+		st = -1;
+	} else {
+		rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
+			       D.dev.gid_idx, (uint8_t)da.max_qp_rd_atom);
+		if (rc) {
+			vfail(&s->v, "RTR refused max_dest_rd_atomic %d, the "
+			      "device's max_qp_rd_atom: %s",
+			      da.max_qp_rd_atom, strerror(rc));
+			st = -1;
+		}
+	}
+	if (!st) {
+		rc = qp_to_rts(qp, s->psn, 7,
+			       (uint8_t)(da.max_qp_init_rd_atom + 1));
+		if (!rc) {
+			vfail(&s->v, "RTS accepted max_rd_atomic %d (the "
+			      "device's max_qp_init_rd_atom is %d)",
+			      da.max_qp_init_rd_atom + 1,
+			      da.max_qp_init_rd_atom);
+			st = -1;
+		} else if ((rc = qp_to_rts(qp, s->psn, 7,
+					   (uint8_t)da.max_qp_init_rd_atom))) {
+			vfail(&s->v, "RTS refused max_rd_atomic %d, the "
+			      "device's max_qp_init_rd_atom: %s",
+			      da.max_qp_init_rd_atom, strerror(rc));
+			st = -1;
+		}
+	}
+	if (ibv_destroy_qp(qp))
+		msg("warning: ibv_destroy_qp failed");
+	return st;
+}
+
+/* state_transitions_checked: one modify_qp that must fail (WANT_OK false)
+ * or succeed. Returns 0 when it did as it should. */
+static int transition(struct cs *s, struct ibv_qp *qp, const char *what,
+		      struct ibv_qp_attr *a, int mask, bool want_ok)
+{
+	int rc = ibv_modify_qp(qp, a, mask);
+
+	vmsg("case %d: %s: %s", s->n, what, rc ? strerror(rc) : "accepted");
+	if (!rc == want_ok)
+		return 0;
+	if (want_ok)
+		vfail(&s->v, "%s refused: %s", what, strerror(rc));
+	else
+		vfail(&s->v, "%s accepted", what);
+	return -1;
+}
+
+static int client_transitions(struct cs *s)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct qp_info peer = { .qpn = UNUSED_QPN,
+				.psn = (uint32_t)s->peer.f[1],
+				.lid = (uint32_t)s->peer.f[2] };
+	struct ibv_qp_attr rts = {
+		.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+		.rnr_retry = 7, .sq_psn = s->psn, .max_rd_atomic = 1,
+	};
+	int rts_mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+		       IBV_QP_MAX_QP_RD_ATOMIC;
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT };
+	struct ibv_qp *qp = ibv_create_qp(D.pd, &ia);
+	int bad = 0, rc;
+
+	if (!qp)
+		die("ibv_create_qp: %s", strerror(errno));
+	memcpy(peer.gid, s->peer.gid, 16);
+	bad |= transition(s, qp, "RESET to RTS", &rts, rts_mask, false);
+	rc = qp_to_init(qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE);
+	if (rc) {
+		vfail(&s->v, "RESET to INIT refused: %s", strerror(rc));
+		bad = -1;
+		goto out;
+	}
+	bad |= transition(s, qp, "INIT to RTS", &rts, rts_mask, false);
+	{
+		struct ibv_qp_attr rtr = {
+			.qp_state = IBV_QPS_RTR, .path_mtu = D.mtu,
+			.rq_psn = peer.psn, .max_dest_rd_atomic = 1,
+			.min_rnr_timer = 12,
+		};
+
+		bad |= transition(s, qp, "INIT to RTR without a destination "
+				  "QP number", &rtr, IBV_QP_STATE |
+				  IBV_QP_PATH_MTU | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER, false);
+	}
+	rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu, &peer,
+		       D.dev.gid_idx, 1);
+	if (rc) {
+		vfail(&s->v, "INIT to RTR refused: %s", strerror(rc));
+		bad = -1;
+		goto out;
+	}
+	bad |= transition(s, qp, "RTR to RTS", &rts, rts_mask, true);
+	bad |= transition(s, qp, "RTS to INIT", &init, IBV_QP_STATE, false);
+out:
+	if (ibv_destroy_qp(qp))
+		msg("warning: ibv_destroy_qp failed");
+	return bad ? -1 : 0;
+}
+
 /* The client's operation. Its result goes to the server in DONE (f[0]: the
  * requester's completion status, UINT64_MAX: none). */
 static void client_act(struct cs *s)
@@ -1140,6 +1410,29 @@ static void client_act(struct cs *s)
 		}
 		st = expect_wc(s, 0x10, "RDMA Read", IBV_WC_REM_ACCESS_ERR, -1);
 		check_unchanged(s, "local read buffer", 0, 0, 0, 0);
+		break;
+	case C_READ_NO_RES:
+		memcpy(s->snap, s->buf, s->len);
+		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_READ, s->buf + 1024,
+				(uint32_t)t[4], s->mr[0]->lkey, t[3],
+				(uint32_t)t[5], NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "RDMA Read from a QP with "
+			       "max_dest_rd_atomic 0", IBV_WC_REM_INV_REQ_ERR,
+			       -1);
+		check_unchanged(s, "local read buffer", 0, 0, 0, 0);
+		break;
+	case C_READ_DEPTH:
+		st = client_read_depth(s);
+		break;
+	case C_RD_MAX:
+		st = client_rd_max(s);
+		break;
+	case C_TRANSITIONS:
+		st = client_transitions(s);
 		break;
 	case C_SEND_LKEY:
 		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, 256,
