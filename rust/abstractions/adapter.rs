@@ -47,8 +47,60 @@ impl<T: DeviceOps> Adapter<T> {
             dealloc_driver: Some(dealloc_driver),
             ..Default::default()
         };
+        if T::HAS_PORT_COUNTERS && !T::PORT_COUNTERS.is_empty() {
+            ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats);
+            ops.get_hw_stats = Some(Self::get_hw_stats);
+        }
         VerbsAdapter::<T>::fill(&mut ops);
         ops
+    }
+
+    unsafe extern "C" fn alloc_hw_port_stats(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
+        let descs = T::PORT_COUNTERS;
+        let Ok(n) = c_int::try_from(descs.len()) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `descs` is `'static` and `n` long, and `CounterDesc` is a
+        // transparent `rdma_stat_desc`; the core keeps the pointer and frees
+        // what it is given back.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                descs.as_ptr().cast(),
+                n,
+                // Lossless: a `u32` in an `unsigned long`.
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as _,
+            )
+        }
+    }
+
+    unsafe extern "C" fn get_hw_stats(
+        ib: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        // SAFETY: As in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        // SAFETY: `stats` came from `alloc_hw_port_stats`: its value array
+        // has `num_counters` entries, and the core holds `stats->lock`, so
+        // nothing else touches them while they are filled.
+        let values = unsafe {
+            let n = usize::try_from((*stats).num_counters).unwrap_or(0);
+            core::slice::from_raw_parts_mut((*stats).value.as_mut_ptr(), n)
+        };
+        let n = values.len().min(T::PORT_COUNTERS.len());
+        let Some(v) = values.get_mut(..n) else {
+            return 0;
+        };
+        match T::port_counters(dev, port, v) {
+            // At most the driver's count of names, an `i32` (checked when
+            // the stats were allocated).
+            Ok(()) => n as c_int,
+            Err(e) => e.to_errno(),
+        }
     }
 
     unsafe extern "C" fn query_device(

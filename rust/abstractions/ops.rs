@@ -13,12 +13,12 @@ use super::{
     netdev::NetDevice,
     sync::SpinLockBh,
     types::{
-        Access, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable, QpCreate, QpModify,
-        QpQuery, RecvWr, SendWr, Wc,
+        Access, CounterDesc, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable, QpCreate,
+        QpModify, QpQuery, RecvWr, SendWr, Wc,
     },
 };
 use kernel::{
-    error::to_result,
+    error::{to_result, VTABLE_DEFAULT_ERROR},
     ffi::c_void,
     prelude::*,
     sync::{aref::ARef, Arc},
@@ -42,6 +42,16 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
 
     /// Returns entry `index` of the P_Key table of `port`.
     fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// The names of the port counters (`rdma statistic show link`), in the
+    /// order [`DeviceOps::port_counters`] fills them. None: no counters.
+    const PORT_COUNTERS: &'static [CounterDesc] = &[];
+
+    /// Fills `values` (one per name in [`DeviceOps::PORT_COUNTERS`]) with
+    /// the counters of `port`. Process context.
+    fn port_counters(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// The uverbs ABI version user-space providers must support.
     const UVERBS_ABI_VERSION: u32;

@@ -9,6 +9,29 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{bindings, memory::KernelMemory};
+use kernel::prelude::*;
+
+/// The name of one port counter (`rdma statistic show link`), as the RDMA
+/// core keeps it (`struct rdma_stat_desc`): built at compile time from a
+/// `'static` name, so a driver can list its counters in a constant.
+#[repr(transparent)]
+pub(crate) struct CounterDesc(pub(super) bindings::rdma_stat_desc);
+
+// SAFETY: The descriptor holds a pointer to a `'static` string and a null
+// private pointer; nothing is ever written through either.
+unsafe impl Sync for CounterDesc {}
+
+impl CounterDesc {
+    /// A counter called `name` (shown as it is).
+    pub(crate) const fn new(name: &'static CStr) -> Self {
+        Self(bindings::rdma_stat_desc {
+            // CAST: C's `char`, signed in `core`, unsigned in the bindings.
+            name: name.as_ptr().cast(),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
+    }
+}
 
 /// An InfiniBand MTU (`enum ib_mtu`): the payload size of one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

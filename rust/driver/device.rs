@@ -3,6 +3,7 @@
 //! A MetaRoCE RDMA device: one port over one net device.
 
 use super::{
+    counters::PORT_COUNTERS,
     cq::{Cq, MAX_CQE},
     mr::{Mem, MAX_MRS},
     peer::paths,
@@ -18,8 +19,8 @@ use crate::abstractions::{
     netdev::NetDevice,
     ops::{CqEvents, Device, DeviceOps, Udata},
     types::{
-        Access, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr, PortImmutable,
-        PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Wc,
+        Access, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
+        PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Wc,
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
@@ -169,6 +170,13 @@ impl DeviceOps for MetaroceDevice {
             0 => Ok(DEFAULT_PKEY),
             _ => Err(EINVAL),
         }
+    }
+
+    const PORT_COUNTERS: &'static [CounterDesc] = PORT_COUNTERS;
+
+    fn port_counters(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
+        check_port(port)?;
+        dev.shared.port_counters(values)
     }
 
     const UVERBS_ABI_VERSION: u32 = ABI_VERSION;

@@ -7,6 +7,7 @@
 //! Safe Rust only.
 
 use super::{
+    counters::bump,
     requester::{gather, sq_index},
     responder::gather_response,
     state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
@@ -173,6 +174,7 @@ impl Peer {
         let mut buf = [0u8; 32];
         if let Ok(n) = ps.hs.hello(&mut buf) {
             if let Some(h) = buf.get(..n) {
+                bump(&self.dev.counters.hellos);
                 self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
             }
         }
@@ -183,6 +185,7 @@ impl Peer {
         let mut buf = [0u8; 32];
         if let Ok(n) = ps.hs.challenge(&mut buf) {
             if let Some(h) = buf.get(..n) {
+                bump(&self.dev.counters.hellos);
                 self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
             }
         }
@@ -483,7 +486,9 @@ impl Peer {
             });
             if silent >= p || unanswered {
                 gave_up |= silent >= p;
-                s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                    bump(&self.dev.counters.retry_exceeded);
+                }
                 s.qp.to_error(&mut st, conn);
             }
         }
@@ -493,6 +498,7 @@ impl Peer {
             *alive_at = now;
         }
         if gave_up {
+            bump(&self.dev.counters.silences);
             pr_info!(
                 "peer {}.{}.{}.{} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
                 self.ip[0],
@@ -520,6 +526,7 @@ impl Peer {
             self.challenge(ps);
         }
         if v.reset {
+            bump(&self.dev.counters.restarts);
             pr_info!(
                 "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",
                 self.ip[0],
@@ -531,7 +538,9 @@ impl Peer {
             for s in streams.iter() {
                 let mut st = s.qp.st.lock();
                 if st.proven {
-                    s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                    if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                        bump(&self.dev.counters.retry_exceeded);
+                    }
                     s.qp.to_error(&mut st, conn);
                 } else {
                     for e in st.sq.iter_mut() {
@@ -542,6 +551,9 @@ impl Peer {
                 }
             }
             let mtu = u32::from(ps.conn.config().max_payload);
+            // Its counts stay in the device's (under this lock, so that a
+            // reader sees them either here or there).
+            self.dev.counters.retire(ps.conn.stats());
             *ps.conn = EMPTY_CONN;
             ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
             self.epoch.store(ps.hs.epoch(), Relaxed);

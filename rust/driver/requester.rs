@@ -96,17 +96,19 @@ impl QpShared {
     }
 
     /// Completes the oldest outstanding request with `status` (the others
-    /// are flushed by `to_error`).
-    pub(super) fn fail_first(&self, st: &mut QpInner, status: WcStatus) {
+    /// are flushed by `to_error`); returns whether there was one.
+    pub(super) fn fail_first(&self, st: &mut QpInner, status: WcStatus) -> bool {
         if st.sq.is_empty() {
-            return;
+            return false;
         }
-        if let Ok(e) = st.sq.remove(0) {
-            self.scq.push(
-                self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), 0, None, st.dest_qp),
-                false,
-            );
-        }
+        let Ok(e) = st.sq.remove(0) else {
+            return false;
+        };
+        self.scq.push(
+            self.wc(e.wr.wr_id, status, wc_opcode(&e.wr.op), 0, None, st.dest_qp),
+            false,
+        );
+        true
     }
 
     /// Hands queued requests to the connection, in order, while it takes

@@ -7,6 +7,7 @@
 //! Rust only.
 
 use super::{
+    counters::{bump, Counters},
     mr::{Mem, MrTable, PdId},
     peer::{conn_config, EMPTY_CONN, HELLO_FIRST_NS, MAX_PEERS},
     ready::ReadyRing,
@@ -66,6 +67,7 @@ impl Shared {
         Arc::new(
             Self {
                 payload: payload.clamp(256, 4096),
+                counters: Counters::new()?,
                 port: KBox::pin_init(new_spinlock_bh!(None, "metaroce_dev_port"), GFP_KERNEL)?,
                 tables: KBox::pin_init(
                     new_spinlock_bh!(
@@ -171,6 +173,31 @@ impl Shared {
         drop(entry);
     }
 
+    /// Fills `out` with the port counters (counters.rs). Process context.
+    pub(crate) fn port_counters(&self, out: &mut [u64]) -> Result {
+        // The connections are collected under the table lock and read one
+        // by one after it (a peer's lock is not taken under a leaf lock).
+        let mut peers = KVec::new();
+        let n = self.tables.lock().peers.len();
+        peers.reserve(n, GFP_KERNEL)?;
+        {
+            let t = self.tables.lock();
+            for p in t.peers.iter().take(n) {
+                peers.push(p.clone(), GFP_ATOMIC)?;
+            }
+        }
+        self.counters.fill(out, peers.len(), |total| {
+            for p in peers.iter() {
+                let ps = p.st.lock();
+                // A dead connection's counts were retired when it died.
+                if !ps.dead {
+                    total.add(ps.conn.stats());
+                }
+            }
+        });
+        Ok(())
+    }
+
     fn find_peer(&self, ip: [u8; 4]) -> Option<Arc<PeerNode>> {
         self.tables
             .lock()
@@ -253,10 +280,13 @@ impl Shared {
             {
                 let mut ps = old.st.lock();
                 ps.dead = true;
+                self.counters.retire(ps.conn.stats());
                 let PeerInner { conn, streams, .. } = &mut *ps;
                 for s in streams.iter() {
                     let mut st = s.qp.st.lock();
-                    s.qp.fail_first(&mut st, WcStatus::RetryExcErr);
+                    if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                        bump(&self.counters.retry_exceeded);
+                    }
                     s.qp.to_error(&mut st, conn);
                 }
             }

@@ -30,6 +30,7 @@
 //! upper files plug into the port and the timer; nothing here calls them.
 
 use super::{
+    counters::Counters,
     cq::CqShared,
     mr::{MrTable, PdId},
     rd_atomic::{Initiator, Target},
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     /// made: the ceiling of every connection's packets; each QP's packets
     /// are cut at its own path MTU below it.
     pub(super) payload: u32,
+    /// Its port counters (counters.rs).
+    pub(super) counters: Counters,
 }
 
 /// A device's tables, under one lock: its memory regions, its peer

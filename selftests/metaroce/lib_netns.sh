@@ -40,6 +40,11 @@
 #   netem_both ARGS...    the same netem qdisc on veth0 and veth1, i.e. on
 #                         both directions ("loss 1%", "delay 1ms reorder 25%")
 #   netem_clear           remove it again
+#   metaroce_integrity_needs TOOLS...
+#                         skip the whole test unless mr-integrity is built,
+#                         the rdma-core build with the MetaRoCE provider is
+#                         there (its environment is then set), TOOLS are
+#                         installed and metaroce.ko is loaded
 #   integrity_point NAME EXPECT ARGS...
 #                         one test point: tools/integrity/mr-integrity's server
 #                         on $RDMA_A, its client on $RDMA_B, ARGS to both;
@@ -188,7 +193,11 @@ sniff_stop() {
 }
 
 sniff_field() {
-	sed -n "s/^$2 .* $3=\([^ ]*\).*/\1/p" "$SNIFF_DIR/$1"
+	awk -v d="$2" -v k="$3=" '$1 == d {
+		for (i = 2; i <= NF; i++)
+			if (index($i, k) == 1)
+				print substr($i, length(k) + 1)
+	}' "$SNIFF_DIR/$1"
 }
 
 rdma_fabric_up() {
@@ -261,6 +270,17 @@ netem_clear() {
 }
 
 MR_INTEGRITY=${MR_INTEGRITY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/integrity/mr-integrity}
+__lib_netns_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+metaroce_integrity_needs() {
+	[ -x "$MR_INTEGRITY" ] ||
+		skip_all "$MR_INTEGRITY is not built (make -C tools/integrity)"
+	. "$__lib_netns_top/scripts/rdma-env.sh"
+	[ -n "${METAROCE_RDMA_PREFIX:-}" ] ||
+		skip_all "the rdma-core build is missing (make provider)"
+	require_tools "$@"
+	rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+}
 __integrity_port=18600
 
 __integrity_show() {

@@ -19,14 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
-[ -x "$MR_INTEGRITY" ] ||
-	skip_all "$MR_INTEGRITY is not built (make -C tools/integrity)"
-. "$top/scripts/rdma-env.sh"
-[ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
-require_tools ip rdma python3 dmesg
-rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+metaroce_integrity_needs ip rdma python3 dmesg
 # The module's parameters are not in sysfs: 16 unless it was loaded with paths=.
 paths=$(cat /sys/module/metaroce/parameters/paths 2>/dev/null || echo 16)
 

@@ -6,7 +6,7 @@
 
 Runs until SIGTERM or SIGINT, then writes one line per direction seen:
 
-    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N conns=HEX,... streams=N ce=N echoed=N
+    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N conns=HEX,... streams=N ce=N echoed=N missed=N
 
 `sports`: distinct UDP source ports of data packets; `concurrent`: the most
 source ports in use at once (a port is in use from its first data packet to
@@ -15,8 +15,10 @@ old one); `conns`: distinct
 connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
 distinct stream ids (bytes 20..24) of data packets; `ce`: data packets that
 arrived marked ECN CE; `echoed`: the sum of the CE counts the ACKs carry (the
-marks the receiver reports to the sender). Needs CAP_NET_RAW; run
-inside the namespace with `ip netns exec`.
+marks the receiver reports to the sender); `missed`: frames of the
+interface (any protocol, both directions together) the kernel dropped
+because this reader fell behind, so a count here may be short by up to that
+many. Needs CAP_NET_RAW; run inside the namespace with `ip netns exec`.
 """
 
 import signal
@@ -26,6 +28,9 @@ import sys
 
 ETH_P_ALL = 0x0003
 PORT = 4792
+SO_RCVBUFFORCE = 33
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
 
 
 def concurrent(spans):
@@ -42,6 +47,11 @@ def main():
     iface, out = sys.argv[1], sys.argv[2]
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.bind((iface, 0))
+    # A deep queue: under emulation this reader is slower than the data path.
+    try:
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     s.settimeout(0.2)
     seen = {}
     stop = []
@@ -90,14 +100,16 @@ def main():
                 d["echoed"] += struct.unpack("!H", mr[48:50])[0]
         else:
             d["other"] += 1
+    # struct tpacket_stats { unsigned int tp_packets, tp_drops; }
+    _, missed = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
     with open(out, "w") as f:
         for key, d in sorted(seen.items()):
             f.write("%s data=%d hello=%d ack=%d other=%d sports=%d concurrent=%d conns=%s "
-                    "streams=%d ce=%d echoed=%d\n" % (
+                    "streams=%d ce=%d echoed=%d missed=%d\n" % (
                         key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
                         concurrent(d["span"].values()),
                         ",".join(sorted(d["conns"])) or "-", len(d["streams"]), d["ce"],
-                        d["echoed"]))
+                        d["echoed"], missed))
 
 
 if __name__ == "__main__":

@@ -247,6 +247,12 @@ pub struct Stats {
     pub timeouts: u64,
     /// ACKs sent.
     pub tx_acks: u64,
+    /// NAKs sent (messages refused).
+    pub tx_naks: u64,
+    /// ACKs received and taken.
+    pub rx_acks: u64,
+    /// NAKs received for a message in progress.
+    pub rx_naks: u64,
     /// New data packets received.
     pub rx_data: u64,
     /// Duplicate data packets dropped.
@@ -268,12 +274,49 @@ impl Stats {
         path_moves: 0,
         timeouts: 0,
         tx_acks: 0,
+        tx_naks: 0,
+        rx_acks: 0,
+        rx_naks: 0,
         rx_data: 0,
         rx_duplicates: 0,
         ce_echoed: 0,
         rx_errors: 0,
         spurious: 0,
     };
+
+    /// Adds `o`'s counts to these (a device's total over its connections).
+    pub fn add(&mut self, o: &Self) {
+        let Self {
+            tx_data,
+            retransmits,
+            relocations,
+            path_moves,
+            timeouts,
+            tx_acks,
+            tx_naks,
+            rx_acks,
+            rx_naks,
+            rx_data,
+            rx_duplicates,
+            ce_echoed,
+            rx_errors,
+            spurious,
+        } = *o;
+        self.tx_data = self.tx_data.wrapping_add(tx_data);
+        self.retransmits = self.retransmits.wrapping_add(retransmits);
+        self.relocations = self.relocations.wrapping_add(relocations);
+        self.path_moves = self.path_moves.wrapping_add(path_moves);
+        self.timeouts = self.timeouts.wrapping_add(timeouts);
+        self.tx_acks = self.tx_acks.wrapping_add(tx_acks);
+        self.tx_naks = self.tx_naks.wrapping_add(tx_naks);
+        self.rx_acks = self.rx_acks.wrapping_add(rx_acks);
+        self.rx_naks = self.rx_naks.wrapping_add(rx_naks);
+        self.rx_data = self.rx_data.wrapping_add(rx_data);
+        self.rx_duplicates = self.rx_duplicates.wrapping_add(rx_duplicates);
+        self.ce_echoed = self.ce_echoed.wrapping_add(ce_echoed);
+        self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
+        self.spurious = self.spurious.wrapping_add(spurious);
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -993,8 +1036,16 @@ impl<const P: usize> Connection<P> {
         }
         match pkt {
             Packet::Data(hdr, payload) => self.on_data(now, path, hdr, payload, sport, ce),
-            Packet::Ack(ack) => self.on_ack(path, &ack, now).map(|()| Received::Control),
-            Packet::Nak(nak) => self.on_nak(&nak).map(|()| Received::Control),
+            Packet::Ack(ack) => {
+                self.on_ack(path, &ack, now)?;
+                self.stats.rx_acks += 1;
+                Ok(Received::Control)
+            }
+            Packet::Nak(nak) => {
+                self.on_nak(&nak)?;
+                self.stats.rx_naks += 1;
+                Ok(Received::Control)
+            }
             Packet::Hello(_) => Err(RecvError::Hello),
         }
     }
@@ -1332,6 +1383,7 @@ impl<const P: usize> Connection<P> {
         let path = usize::from(nak.common.path);
         let sport = self.rx.get(path).map_or(PORT_BASE, |r| r.sport);
         let len = wire::encode_nak(&nak, buf).ok()?;
+        self.stats.tx_naks += 1;
         Some(Transmit {
             path: nak.common.path,
             sport,

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device's port counters (`rdma statistic show link DEV/1`, sysfs
+//! `ports/1/hw_counters/`): what its peer connections counted (the live ones
+//! read when asked, by `Shared::port_counters`; those gone folded into
+//! `retired` when they went), and the events the device counts itself.
+//! Every name is explained in Documentation/observability.md. Safe Rust
+//! only.
+
+use crate::abstractions::{sync::SpinLockBh, types::CounterDesc};
+use crate::transport::conn::Stats;
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic as KAtomic, Relaxed},
+};
+
+/// The number of port counters.
+const N: usize = 19;
+
+/// The port counters' names, in the order of [`values`].
+pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
+    CounterDesc::new(c"sent_data_pkts"),
+    CounterDesc::new(c"resent_pkts"),
+    CounterDesc::new(c"spurious_resends"),
+    CounterDesc::new(c"relocated_pkts"),
+    CounterDesc::new(c"path_moves"),
+    CounterDesc::new(c"retransmit_timeouts"),
+    CounterDesc::new(c"sent_acks"),
+    CounterDesc::new(c"sent_naks"),
+    CounterDesc::new(c"rcvd_data_pkts"),
+    CounterDesc::new(c"duplicate_pkts"),
+    CounterDesc::new(c"rcvd_acks"),
+    CounterDesc::new(c"rcvd_naks"),
+    CounterDesc::new(c"ecn_marks_echoed"),
+    CounterDesc::new(c"rcvd_dropped"),
+    CounterDesc::new(c"hellos_sent"),
+    CounterDesc::new(c"peer_restarts"),
+    CounterDesc::new(c"peer_silences"),
+    CounterDesc::new(c"retry_exceeded_err"),
+    CounterDesc::new(c"peer_connections"),
+];
+
+/// The counts of connections that were reset or dropped, and how many times
+/// that happened (a reader that saw it change while it summed starts again,
+/// so that no counter is seen to go back).
+struct Retired {
+    stats: Stats,
+    generation: u64,
+}
+
+/// What the device counts itself, and the connections' counts of those that
+/// are gone.
+pub(crate) struct Counters {
+    /// A leaf lock.
+    retired: Pin<KBox<SpinLockBh<Retired>>>,
+    pub(super) hellos: KAtomic<u64>,
+    pub(super) restarts: KAtomic<u64>,
+    pub(super) silences: KAtomic<u64>,
+    pub(super) retry_exceeded: KAtomic<u64>,
+}
+
+/// Counts one event.
+pub(super) fn bump(c: &KAtomic<u64>) {
+    c.fetch_add(1, Relaxed);
+}
+
+impl Counters {
+    pub(super) fn new() -> Result<Self> {
+        Ok(Self {
+            retired: KBox::pin_init(
+                crate::new_spinlock_bh!(
+                    Retired {
+                        stats: Stats::EMPTY,
+                        generation: 0,
+                    },
+                    "metaroce_retired"
+                ),
+                GFP_KERNEL,
+            )?,
+            hellos: KAtomic::new(0),
+            restarts: KAtomic::new(0),
+            silences: KAtomic::new(0),
+            retry_exceeded: KAtomic::new(0),
+        })
+    }
+
+    /// A connection's counts, before it is reset or dropped (under its
+    /// peer's lock, so that a reader sees the counts in one place or the
+    /// other).
+    pub(super) fn retire(&self, s: &Stats) {
+        let mut r = self.retired.lock();
+        r.stats.add(s);
+        r.generation = r.generation.wrapping_add(1);
+    }
+
+    fn retired(&self) -> (Stats, u64) {
+        let r = self.retired.lock();
+        (r.stats, r.generation)
+    }
+}
+
+/// The values of [`PORT_COUNTERS`]: the connections' `total`, the device's
+/// own events and its number of connections.
+fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
+    [
+        t.tx_data,
+        t.retransmits,
+        t.spurious,
+        t.relocations,
+        t.path_moves,
+        t.timeouts,
+        t.tx_acks,
+        t.tx_naks,
+        t.rx_data,
+        t.rx_duplicates,
+        t.rx_acks,
+        t.rx_naks,
+        t.ce_echoed,
+        t.rx_errors,
+        c.hellos.load(Relaxed),
+        c.restarts.load(Relaxed),
+        c.silences.load(Relaxed),
+        c.retry_exceeded.load(Relaxed),
+        peers as u64,
+    ]
+}
+
+impl Counters {
+    /// Fills `out` (in the order of [`PORT_COUNTERS`]) with the retired
+    /// counts plus those `live` adds (the live connections', each read under
+    /// its peer's lock), and `peers`, the number of connections.
+    pub(super) fn fill(&self, out: &mut [u64], peers: usize, mut live: impl FnMut(&mut Stats)) {
+        // A connection retired while the sum was taken may be counted twice
+        // or not at all: then the sum is taken again (a few times at most;
+        // a restart storm gives a sum off by one connection, not a fault).
+        let mut total = Stats::EMPTY;
+        for _ in 0..4 {
+            let (retired, generation) = self.retired();
+            total = retired;
+            live(&mut total);
+            if self.retired().1 == generation {
+                break;
+            }
+        }
+        let v = values(&total, self, peers);
+        for (o, v) in out.iter_mut().zip(v.iter()) {
+            *o = *v;
+        }
+    }
+}

@@ -1,0 +1,166 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Port counters: `rdma statistic show link DEV/1` on MetaRoCE devices, read
+# around traffic whose effect is known and checked against what the wire
+# sniffer (udp_sniff.py on B's veth1) counted:
+#   1. every counter Documentation/observability.md lists is there, and a
+#      fresh pair of devices starts at zero data packets;
+#   2. a lossless mr-integrity run: the data packets A says it sent (first
+#      sends, resends, relocations) are the data packets seen on the wire
+#      towards B, and those B says it received (new and duplicate) too; ACKs
+#      likewise (within 2%, plus the frames the sniffer says it missed);
+#   3. 3% netem loss from A: A's resent_pkts rise, and A sent more data
+#      than crossed the wire;
+#   4. truncated copies of real datagrams injected from B's address: A's
+#      rcvd_dropped rises, by no more than the copies sent;
+#   5. the counters never went back between two reads.
+# Skips without mr-integrity, the rdma-core build or python3.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+here=$(cd "$(dirname "$0")" && pwd)
+metaroce_integrity_needs ip rdma python3 tc
+
+names="sent_data_pkts resent_pkts spurious_resends relocated_pkts path_moves
+retransmit_timeouts sent_acks sent_naks rcvd_data_pkts duplicate_pkts
+rcvd_acks rcvd_naks ecn_marks_echoed rcvd_dropped hellos_sent peer_restarts
+peer_silences retry_exceeded_err peer_connections"
+
+ktap_plan 15
+
+dir=$(mktemp -d)
+ipid=
+trap '[ -n "$ipid" ] && kill "$ipid" 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
+fabric_point metaroce
+
+# snap NS DEV FILE: the device's counters, one "name value" per line.
+snap() {
+	rdma_in "$1" statistic show link "$2/1" >"$3.raw" 2>&1 || return 1
+	rdma_in "$1" -j statistic show link "$2/1" | python3 -c '
+import json, sys
+def walk(o):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if isinstance(v, int) and k not in ("port", "ifindex"):
+                print(k, v)
+            else:
+                walk(v)
+    elif isinstance(o, list):
+        for v in o:
+            walk(v)
+walk(json.load(sys.stdin))' >"$3"
+}
+# val FILE NAME
+val() { awk -v n="$2" '$1 == n { print $2 }' "$1"; }
+# delta BEFORE AFTER NAME...: the sum of the named counters' rises
+delta() {
+	local b=$1 a=$2 s=0 n
+	shift 2
+	for n in "$@"; do
+		s=$((s + $(val "$a" "$n") - $(val "$b" "$n")))
+	done
+	echo "$s"
+}
+# near X WIRE MISSED: X is what the wire showed, within 2% (and 5 packets),
+# or more by at most the frames the sniffer missed
+near() {
+	local slack=$(($2 / 50 + 5))
+	[ "$1" -ge $(($2 - slack)) ] && [ "$1" -le $(($2 + $3 + slack)) ]
+}
+# monotone BEFORE AFTER: no counter but peer_connections went down
+monotone() {
+	local n
+	for n in $names; do
+		[ "$n" = peer_connections ] && continue
+		[ "$(val "$2" "$n")" -ge "$(val "$1" "$n")" ] || {
+			echo "$n went from $(val "$1" "$n") to $(val "$2" "$n")" >&2
+			return 1
+		}
+	done
+}
+all_named() {
+	local n
+	for n in $names; do
+		[ -n "$(val "$1" "$n")" ] || {
+			echo "no counter $n in: $(cat "$1.raw")" >&2
+			return 1
+		}
+	done
+}
+
+snap "$NS_A" "$RDMA_A" "$dir/a0" && snap "$NS_B" "$RDMA_B" "$dir/b0"
+ktap_info "A before: $(cat "$dir/a0.raw")"
+check "rdma statistic shows every counter of both devices" \
+	bash -c "$(declare -f val all_named); names='$names'; all_named '$dir/a0' && all_named '$dir/b0'"
+check "fresh devices have sent and received no data" \
+	test "$(val "$dir/a0" sent_data_pkts)" = 0 -a "$(val "$dir/b0" rcvd_data_pkts)" = 0
+
+ab="$FABRIC_IP_A>$FABRIC_IP_B"
+ba="$FABRIC_IP_B>$FABRIC_IP_A"
+
+# 2. Lossless. The client in B writes and reads A's memory both ways.
+sniff_start clean
+integrity_point "integrity, lossless" pass -n 2 -q 2 -s 256K -t 60
+sleep 1
+sniff_stop clean
+snap "$NS_A" "$RDMA_A" "$dir/a1" && snap "$NS_B" "$RDMA_B" "$dir/b1"
+ktap_info "A after: $(cat "$dir/a1.raw")"
+ktap_info "B after: $(cat "$dir/b1.raw")"
+a_sent=$(delta "$dir/a0" "$dir/a1" sent_data_pkts resent_pkts relocated_pkts)
+b_rcvd=$(delta "$dir/b0" "$dir/b1" rcvd_data_pkts duplicate_pkts)
+wire=$(sniff_field clean "$ab" data)
+missed=$(sniff_field clean "$ab" missed)
+ktap_info "data A->B: A sent $a_sent, wire $wire (the sniffer missed $missed frames), B received $b_rcvd"
+check "A's data sent is the data on the wire to B" \
+	bash -c "$(declare -f near); [ '$wire' -gt 100 ] && near '$a_sent' '$wire' '$missed'"
+check "B's data received is the data on the wire from A" \
+	bash -c "$(declare -f near); near '$b_rcvd' '$wire' '$missed'"
+b_sent=$(delta "$dir/b0" "$dir/b1" sent_data_pkts resent_pkts relocated_pkts)
+wire_ba=$(sniff_field clean "$ba" data)
+ktap_info "data B->A: B sent $b_sent, wire $wire_ba"
+check "B's data sent is the data on the wire to A" \
+	bash -c "$(declare -f near); [ '$wire_ba' -gt 100 ] && near '$b_sent' '$wire_ba' '$missed'"
+b_acks=$(delta "$dir/b0" "$dir/b1" sent_acks)
+wire_acks=$(sniff_field clean "$ba" ack)
+ktap_info "ACKs B->A: B sent $b_acks, wire $wire_acks"
+check "B's ACKs sent are the ACKs on the wire to A" \
+	bash -c "$(declare -f near); [ '$wire_acks' -gt 0 ] && near '$b_acks' '$wire_acks' '$missed'"
+check "no counter went back" monotone "$dir/a0" "$dir/a1"
+
+# 3. Loss on A's side of the veth pair (A -> B only).
+tc -n "$NS_A" qdisc replace dev veth0 root netem loss 3%
+sniff_start loss
+integrity_point "integrity, 3% loss A->B" pass -n 2 -q 2 -s 256K -t 60
+sleep 1
+sniff_stop loss
+tc -n "$NS_A" qdisc del dev veth0 root 2>/dev/null
+snap "$NS_A" "$RDMA_A" "$dir/a2"
+resent=$(delta "$dir/a1" "$dir/a2" resent_pkts)
+a_sent=$(delta "$dir/a1" "$dir/a2" sent_data_pkts resent_pkts relocated_pkts)
+wire=$(sniff_field loss "$ab" data)
+ktap_info "3% loss: A sent $a_sent data ($resent resent), wire $wire (missed $(sniff_field loss "$ab" missed))"
+check "loss raises A's resent_pkts" test "$resent" -gt 0
+check "A sent more data than crossed the lossy link" test "$a_sent" -gt "$wire"
+
+# 4. Truncated copies of B's datagrams, sent to A from B's address while a
+# run goes on.
+rm -f "$dir/inj" "$dir/inj.ready"
+ip netns exec "$NS_B" python3 "$here/inject.py" --iface veth1 \
+	--src "$FABRIC_IP_B" --dst "$FABRIC_IP_A" --modes truncated --rate 100 \
+	--out "$dir/inj" &
+ipid=$!
+wait_for 20 test -e "$dir/inj.ready"
+integrity_point "integrity, truncated copies injected towards A" pass -n 2 -q 2 -s 256K -t 60
+kill -TERM "$ipid" 2>/dev/null
+wait "$ipid" 2>/dev/null
+ipid=
+snap "$NS_A" "$RDMA_A" "$dir/a3"
+[ -s "$dir/inj" ] && ktap_info "injector: $(cat "$dir/inj")"
+sent=$(sed -n 's/.* truncated=\([0-9]*\).*/\1/p' "$dir/inj")
+dropped=$(delta "$dir/a2" "$dir/a3" rcvd_dropped)
+ktap_info "truncated copies sent $sent, A's rcvd_dropped rose by $dropped"
+check "truncated copies raise A's rcvd_dropped, by no more than were sent" \
+	test "${sent:-0}" -gt 0 -a "$dropped" -gt 0 -a "$dropped" -le "${sent:-0}"
+check "no counter went back" monotone "$dir/a1" "$dir/a3"
+ktap_finish
