@@ -6,7 +6,8 @@
 //!
 //! Each file uses only files listed after it: `device` (the driver's
 //! `DeviceSet`: creation, registration, release of devices), `adapter` (the
-//! `ib_device_ops` table and its device-level operations), `verbs_adapter`
+//! `ib_device_ops` table and its device-level operations), `restrack` (the
+//! driver's attributes in `rdma resource -dd`), `verbs_adapter`
 //! (the verbs operations), `ops` (the `DeviceOps` trait and the objects its
 //! operations are given), `types` (plain values), `memory` (pinned user pages,
 //! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port, timers),
@@ -20,6 +21,7 @@ pub(crate) mod memory;
 pub(crate) mod net;
 pub(crate) mod netdev;
 pub(crate) mod ops;
+mod restrack;
 pub(crate) mod sync;
 pub(crate) mod types;
 mod verbs_adapter;

@@ -10,6 +10,7 @@
 use super::{
     bindings,
     ops::{Device, DeviceOps},
+    restrack::ResAdapter,
     types::{PhysState, PortState},
     verbs_adapter::VerbsAdapter,
 };
@@ -52,6 +53,7 @@ impl<T: DeviceOps> Adapter<T> {
             ops.get_hw_stats = Some(Self::get_hw_stats);
         }
         VerbsAdapter::<T>::fill(&mut ops);
+        ResAdapter::<T>::fill(&mut ops);
         ops
     }
 
@@ -71,7 +73,7 @@ impl<T: DeviceOps> Adapter<T> {
                 descs.as_ptr().cast(),
                 n,
                 // Lossless: a `u32` in an `unsigned long`.
-                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as _,
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as usize,
             )
         }
     }

@@ -207,3 +207,18 @@ unsigned int mr_rt_headroom(struct rtable *rt)
 {
 	return LL_RESERVED_SPACE(rt->dst.dev);
 }
+
+struct nlattr *mr_nla_nest_start(struct sk_buff *skb, int attrtype)
+{
+	return nla_nest_start(skb, attrtype);
+}
+
+void mr_nla_nest_end(struct sk_buff *skb, struct nlattr *start)
+{
+	nla_nest_end(skb, start);
+}
+
+void mr_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start)
+{
+	nla_nest_cancel(skb, start);
+}

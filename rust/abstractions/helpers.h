@@ -21,6 +21,8 @@
 #include <net/udp_tunnel.h>
 #include <net/netns/generic.h>
 #include <linux/rtnetlink.h>
+#include <net/netlink.h>
+#include <rdma/rdma_netlink.h>
 
 bool mr_ib_device_try_get(struct ib_device *dev);
 enum ib_port_state mr_ib_get_curr_port_state(struct net_device *ndev);
@@ -56,6 +58,10 @@ bool mr_is_err(const void *ptr);
 long mr_ptr_err(const void *ptr);
 void mr_ip_rt_put(struct rtable *rt);
 struct sock *mr_socket_sk(struct socket *sock);
+
+struct nlattr *mr_nla_nest_start(struct sk_buff *skb, int attrtype);
+void mr_nla_nest_end(struct sk_buff *skb, struct nlattr *start);
+void mr_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start);
 void *mr_rcu_sk_user_data(const struct sock *sk);
 struct net *mr_sock_net(const struct sock *sk);
 void *mr_net_generic(const struct net *net, unsigned int id);

@@ -53,6 +53,12 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Adds a QP's driver attributes to `rdma resource show qp -dd`.
+    /// Process context.
+    fn qp_attrs(_qp: &Self::Qp, _out: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// The uverbs ABI version user-space providers must support.
     const UVERBS_ABI_VERSION: u32;
     /// The node description (sysfs `node_desc`), fixed for the device's life.
@@ -117,6 +123,40 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     fn post_send(qp: &Self::Qp, wr: &SendWr) -> Result;
     /// Posts one receive work request.
     fn post_recv(qp: &Self::Qp, wr: &RecvWr) -> Result;
+}
+
+/// The driver's attributes of one object in an `rdma resource ... -dd`
+/// reply being built: named values the rdma tool prints after the core's.
+/// Only lent to [`DeviceOps::qp_attrs`] for the call.
+pub(crate) struct ResAttrs<'a> {
+    /// The netlink message, inside the driver's attribute table.
+    pub(super) skb: *mut bindings::sk_buff,
+    pub(super) _lent: core::marker::PhantomData<&'a mut ()>,
+}
+
+impl ResAttrs<'_> {
+    /// A number, printed in decimal.
+    pub(crate) fn u32(&mut self, name: &'static CStr, value: u32) -> Result {
+        // SAFETY: `skb` is the message being built, valid for the call;
+        // `name` is a NUL-terminated string the call copies.
+        to_result(unsafe { bindings::rdma_nl_put_driver_u32(self.skb, name.as_char_ptr(), value) })
+    }
+
+    /// A number, printed in hexadecimal.
+    pub(crate) fn u32_hex(&mut self, name: &'static CStr, value: u32) -> Result {
+        // SAFETY: As in `u32`.
+        to_result(unsafe {
+            bindings::rdma_nl_put_driver_u32_hex(self.skb, name.as_char_ptr(), value)
+        })
+    }
+
+    /// A string.
+    pub(crate) fn string(&mut self, name: &'static CStr, value: &CStr) -> Result {
+        // SAFETY: As in `u32`; `value` is NUL-terminated and copied too.
+        to_result(unsafe {
+            bindings::rdma_nl_put_driver_string(self.skb, name.as_char_ptr(), value.as_char_ptr())
+        })
+    }
 }
 
 /// An RDMA device (`struct ib_device`) with the driver's data `T` after it.

@@ -55,7 +55,7 @@ impl<I, D> Obj<I, D> {
     /// # Safety
     ///
     /// `ib` must be the start of an `Obj<I, D>` whose data is initialised for `'a`.
-    unsafe fn from_raw<'a>(ib: *mut I) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ib: *mut I) -> &'a Self {
         // SAFETY: Per the safety requirements.
         unsafe { &*ib.cast::<Self>() }
     }

@@ -130,9 +130,11 @@ impl Counters {
     /// counts plus those `live` adds (the live connections', each read under
     /// its peer's lock), and `peers`, the number of connections.
     pub(super) fn fill(&self, out: &mut [u64], peers: usize, mut live: impl FnMut(&mut Stats)) {
-        // A connection retired while the sum was taken may be counted twice
-        // or not at all: then the sum is taken again (a few times at most;
-        // a restart storm gives a sum off by one connection, not a fault).
+        // A connection retired while the sum was taken (a restart, or an
+        // eviction, which retires before the connection leaves the table)
+        // may be counted twice or missed: then the sum is taken again, a
+        // few times at most (under a storm of restarts a sum may be off by a
+        // connection; the next read is right again).
         let mut total = Stats::EMPTY;
         for _ in 0..4 {
             let (retired, generation) = self.retired();

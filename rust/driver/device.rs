@@ -17,7 +17,7 @@ use crate::abstractions::{
     memory::{KernelMemory, Umem},
     net::NetPorts,
     netdev::NetDevice,
-    ops::{CqEvents, Device, DeviceOps, Udata},
+    ops::{CqEvents, Device, DeviceOps, ResAttrs, Udata},
     types::{
         Access, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
         PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Wc,
@@ -295,6 +295,10 @@ impl DeviceOps for MetaroceDevice {
 
     fn destroy_qp(qp: &Qp) {
         qp.destroy()
+    }
+
+    fn qp_attrs(qp: &Qp, out: &mut ResAttrs<'_>) -> Result {
+        qp.attrs(out)
     }
 
     fn post_send(qp: &Qp, wr: &SendWr) -> Result {

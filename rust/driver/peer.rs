@@ -154,8 +154,8 @@ impl Peer {
         self.in_flight.load(Relaxed) == 0
     }
 
-    /// Logs what the connection did, when it had traffic (until the
-    /// counters appear in `rdma statistic`).
+    /// Logs what the connection did, when it had traffic (the device's
+    /// totals are in `rdma statistic`, counters.rs).
     pub(super) fn log_stats(&self, ps: &PeerInner) {
         let c = ps.conn.stats();
         if c.tx_data == 0 && c.rx_data == 0 {

@@ -12,9 +12,12 @@ use super::{
     shared::{Pd, QPN_MASK},
     state::{requests, responses, wc_opcode, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream},
 };
-use crate::abstractions::types::{
-    Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode, WcStatus,
-    MAX_SGE as SGE_SLOTS,
+use crate::abstractions::{
+    ops::ResAttrs,
+    types::{
+        Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode, WcStatus,
+        MAX_SGE as SGE_SLOTS,
+    },
 };
 use crate::new_spinlock_bh;
 use crate::transport::{
@@ -26,6 +29,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::RBTreeNodeReservation,
+    str::CString,
     sync::{
         atomic::{Atomic as KAtomic, Relaxed},
         Arc, Mutex,
@@ -376,6 +380,42 @@ impl Qp {
             rnr_retry: st.rnr_retry,
             min_rnr_timer: st.min_rnr_timer,
         }
+    }
+
+    /// Its driver attributes in `rdma resource show qp -dd`
+    /// (Documentation/observability.md).
+    pub(crate) fn attrs(&self, out: &mut ResAttrs<'_>) -> Result {
+        let n = &self.node;
+        let (peer, dest, queued, unposted, rq, owed, reads, held) = {
+            let st = n.st.lock();
+            (
+                st.peer.clone(),
+                st.dest_qp,
+                st.sq.len(),
+                st.sq.iter().filter(|e| !e.posted).count(),
+                st.rq.len(),
+                st.owed.len(),
+                st.rd.in_flight(),
+                st.rd_dest.held(),
+            )
+        };
+        match &peer {
+            Some(p) => {
+                let ip =
+                    CString::try_from_fmt(fmt!("{}.{}.{}.{}", p.ip[0], p.ip[1], p.ip[2], p.ip[3]))?;
+                out.string(c"peer", &ip)?;
+                out.u32_hex(c"conn_id", p.epoch.load(Relaxed))?;
+            }
+            None => out.string(c"peer", c"-")?,
+        }
+        out.u32_hex(c"send_stream", requests(dest))?;
+        out.u32_hex(c"recv_stream", requests(n.qpn))?;
+        out.u32(c"sq_queued", queued as u32)?;
+        out.u32(c"sq_unsent", unposted as u32)?;
+        out.u32(c"rq_posted", rq as u32)?;
+        out.u32(c"answers_owed", owed as u32)?;
+        out.u32(c"reads_out", reads)?;
+        out.u32(c"reads_held", held)
     }
 
     pub(crate) fn destroy(&self) {

@@ -58,6 +58,11 @@ impl Initiator {
         }
     }
 
+    /// Reads and atomics in flight.
+    pub(super) fn in_flight(&self) -> u32 {
+        self.posted.wrapping_sub(self.answered)
+    }
+
     /// Posting stopped at the limit: the QP has nothing to post until an
     /// answer arrives.
     pub(super) fn stop_at_limit(&mut self) {
@@ -83,6 +88,11 @@ impl Target {
     /// as verbs defines for a QP that grants no responder resources).
     pub(super) fn may_accept(&self, max: u8) -> bool {
         self.accepted.wrapping_sub(self.handed) < u32::from(max)
+    }
+
+    /// Requests of the peer held (accepted, not answered yet).
+    pub(super) fn held(&self) -> u32 {
+        self.accepted.wrapping_sub(self.handed)
     }
 
     pub(super) fn accepted(&mut self) {

@@ -254,13 +254,15 @@ impl Shared {
             },
             GFP_KERNEL,
         )?;
-        let mut evicted = None;
-        {
+        let victim = {
             let mut t = self.tables.lock();
             if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
                 return Ok(p.clone());
             }
-            if t.peers.len() >= MAX_PEERS {
+            if t.peers.len() < MAX_PEERS {
+                t.peers.push(node.clone(), GFP_ATOMIC)?;
+                None
+            } else {
                 // Full: the connection no QP uses and nothing is in flight
                 // on makes room (it is set up again when wanted); failing
                 // that, one whose peer never answered its hellos (so that
@@ -272,28 +274,48 @@ impl Shared {
                     .position(|p| p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0)
                     .or_else(|| t.peers.iter().position(|p| p.unanswered.load(Relaxed)));
                 let Some(i) = idle else { return Err(ENOSPC) };
-                evicted = t.peers.remove(i).ok();
+                t.peers.get(i).cloned()
+            }
+        };
+        if let Some(old) = victim {
+            // It dies, and its counts are retired, before it leaves the
+            // table: a reader of the counters (`port_counters`) finds them
+            // in one place or the other.
+            self.evict(&old);
+            let mut t = self.tables.lock();
+            t.peers.retain(|p| !Arc::ptr_eq(p, &old));
+            if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
+                return Ok(p.clone());
+            }
+            if t.peers.len() >= MAX_PEERS {
+                return Err(ENOSPC);
             }
             t.peers.push(node.clone(), GFP_ATOMIC)?;
         }
-        if let Some(old) = evicted {
-            {
-                let mut ps = old.st.lock();
-                ps.dead = true;
-                self.counters.retire(ps.conn.stats());
-                let PeerInner { conn, streams, .. } = &mut *ps;
-                for s in streams.iter() {
-                    let mut st = s.qp.st.lock();
-                    if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
-                        bump(&self.counters.retry_exceeded);
-                    }
-                    s.qp.to_error(&mut st, conn);
-                }
-            }
-            old.stop();
-        }
         node.pump(&node, &mut node.st.lock(), false);
         Ok(node)
+    }
+
+    /// Ends the connection `old` to make room: its QPs fail (retry
+    /// exceeded), its counts are retired. Only the first call does anything.
+    fn evict(&self, old: &Arc<PeerNode>) {
+        {
+            let mut ps = old.st.lock();
+            if ps.dead {
+                return;
+            }
+            ps.dead = true;
+            self.counters.retire(ps.conn.stats());
+            let PeerInner { conn, streams, .. } = &mut *ps;
+            for s in streams.iter() {
+                let mut st = s.qp.st.lock();
+                if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                    bump(&self.counters.retry_exceeded);
+                }
+                s.qp.to_error(&mut st, conn);
+            }
+        }
+        old.stop();
     }
 }
 

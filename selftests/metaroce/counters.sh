@@ -8,9 +8,10 @@
 #   2. a lossless mr-integrity run: the data packets A says it sent (first
 #      sends, resends, relocations) are the data packets seen on the wire
 #      towards B, and those B says it received (new and duplicate) too; ACKs
-#      likewise (within 2%, plus the frames the sniffer says it missed);
-#   3. 3% netem loss from A: A's resent_pkts rise, and A sent more data
-#      than crossed the wire;
+#      and hellos likewise (within 2%, plus the frames the sniffer says it
+#      missed);
+#   3. 3% netem loss from A: A counts more data sent than crossed the wire,
+#      and sent again (resent or relocated) at least as many as were lost;
 #   4. truncated copies of real datagrams injected from B's address: A's
 #      rcvd_dropped rises, by no more than the copies sent;
 #   5. the counters never went back between two reads.
@@ -27,7 +28,7 @@ retransmit_timeouts sent_acks sent_naks rcvd_data_pkts duplicate_pkts
 rcvd_acks rcvd_naks ecn_marks_echoed rcvd_dropped hellos_sent peer_restarts
 peer_silences retry_exceeded_err peer_connections"
 
-ktap_plan 15
+ktap_plan 16
 
 dir=$(mktemp -d)
 ipid=
@@ -126,6 +127,10 @@ wire_acks=$(sniff_field clean "$ba" ack)
 ktap_info "ACKs B->A: B sent $b_acks, wire $wire_acks"
 check "B's ACKs sent are the ACKs on the wire to A" \
 	bash -c "$(declare -f near); [ '$wire_acks' -gt 0 ] && near '$b_acks' '$wire_acks' '$missed'"
+a_hellos=$(delta "$dir/a0" "$dir/a1" hellos_sent)
+ktap_info "hellos A->B: A sent $a_hellos, wire $(sniff_field clean "$ab" hello)"
+check "A's hellos sent are the hellos on the wire to B" \
+	test "$a_hellos" -ge 1 -a "$a_hellos" = "$(sniff_field clean "$ab" hello)"
 check "no counter went back" monotone "$dir/a0" "$dir/a1"
 
 # 3. Loss on A's side of the veth pair (A -> B only).
@@ -136,12 +141,14 @@ sleep 1
 sniff_stop loss
 tc -n "$NS_A" qdisc del dev veth0 root 2>/dev/null
 snap "$NS_A" "$RDMA_A" "$dir/a2"
-resent=$(delta "$dir/a1" "$dir/a2" resent_pkts)
+again=$(delta "$dir/a1" "$dir/a2" resent_pkts relocated_pkts)
 a_sent=$(delta "$dir/a1" "$dir/a2" sent_data_pkts resent_pkts relocated_pkts)
 wire=$(sniff_field loss "$ab" data)
-ktap_info "3% loss: A sent $a_sent data ($resent resent), wire $wire (missed $(sniff_field loss "$ab" missed))"
-check "loss raises A's resent_pkts" test "$resent" -gt 0
-check "A sent more data than crossed the lossy link" test "$a_sent" -gt "$wire"
+missed=$(sniff_field loss "$ab" missed)
+lost=$((a_sent - wire - missed))
+ktap_info "3% loss: A sent $a_sent data ($again of them again), wire $wire (the sniffer missed $missed): $lost lost"
+check "A sent more data than crossed the lossy link" test "$lost" -gt 0
+check "A sent again at least every packet that was lost" test "$again" -ge "$lost"
 
 # 4. Truncated copies of B's datagrams, sent to A from B's address while a
 # run goes on.

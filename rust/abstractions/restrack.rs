@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver's attributes of its verbs objects in `rdma resource show
+//! ... -dd` (the RDMA core's resource tracking, `fill_res_*_entry`): the
+//! core writes its own attributes of the object, then the driver adds a
+//! table of named values ([`ResAttrs`]) that the rdma tool prints after
+//! them.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    bindings,
+    ops::{DeviceOps, ResAttrs},
+    verbs_adapter::Obj,
+};
+use core::marker::PhantomData;
+use kernel::{error::code::EMSGSIZE, ffi::c_int};
+
+/// The resource-tracking operations, filled into `ib_device_ops`.
+pub(super) struct ResAdapter<T: DeviceOps>(PhantomData<T>);
+
+// Each `unsafe extern "C"` function here is the `ib_device_ops` operation of
+// its name, called by the core's netlink handler in process context with a
+// reference on the object held, on a device of a `DeviceSet<T>`.
+#[allow(clippy::missing_safety_doc)]
+impl<T: DeviceOps> ResAdapter<T> {
+    /// Installs the operations the driver implements.
+    pub(super) fn fill(ops: &mut bindings::ib_device_ops) {
+        if T::HAS_QP_ATTRS {
+            ops.fill_res_qp_entry = Some(Self::fill_res_qp_entry);
+        }
+    }
+
+    unsafe extern "C" fn fill_res_qp_entry(
+        msg: *mut bindings::sk_buff,
+        qp: *mut bindings::ib_qp,
+    ) -> c_int {
+        // SAFETY: The core passes a QP of this device that the resource
+        // tracker holds: created (its data initialised) and not destroyed
+        // before the reference is dropped, after this call.
+        let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
+        // SAFETY: `msg` is the reply being built. The driver's attributes go
+        // in a nested table, as the rdma tool expects them.
+        let table = unsafe {
+            bindings::mr_nla_nest_start(
+                msg,
+                bindings::rdma_nldev_attr_RDMA_NLDEV_ATTR_DRIVER as c_int,
+            )
+        };
+        if table.is_null() {
+            return EMSGSIZE.to_errno();
+        }
+        let mut out = ResAttrs {
+            skb: msg,
+            _lent: PhantomData,
+        };
+        let r = T::qp_attrs(obj, &mut out);
+        // SAFETY: `table` was opened on `msg` above and is closed once,
+        // kept (with all it holds) or dropped whole.
+        unsafe {
+            if r.is_ok() {
+                bindings::mr_nla_nest_end(msg, table);
+            } else {
+                bindings::mr_nla_nest_cancel(msg, table);
+            }
+        }
+        // A full message: the core sends it and asks again for the rest.
+        match r {
+            Ok(()) => 0,
+            Err(_) => EMSGSIZE.to_errno(),
+        }
+    }
+}
