@@ -59,6 +59,16 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Adds a CQ's driver attributes to `rdma resource show cq -dd`.
+    fn cq_attrs(_cq: &Self::Cq, _out: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Adds an MR's driver attributes to `rdma resource show mr -dd`.
+    fn mr_attrs(_mr: &Self::Mr, _out: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// The uverbs ABI version user-space providers must support.
     const UVERBS_ABI_VERSION: u32;
     /// The node description (sysfs `node_desc`), fixed for the device's life.
@@ -148,6 +158,12 @@ impl ResAttrs<'_> {
         to_result(unsafe {
             bindings::rdma_nl_put_driver_u32_hex(self.skb, name.as_char_ptr(), value)
         })
+    }
+
+    /// A 64-bit number, printed in decimal.
+    pub(crate) fn u64(&mut self, name: &'static CStr, value: u64) -> Result {
+        // SAFETY: As in `u32`.
+        to_result(unsafe { bindings::rdma_nl_put_driver_u64(self.skb, name.as_char_ptr(), value) })
     }
 
     /// A string.

@@ -11,10 +11,10 @@
 use super::{
     bindings,
     ops::{DeviceOps, ResAttrs},
-    verbs_adapter::Obj,
+    verbs_adapter::{CqObj, MrObj, Obj},
 };
 use core::marker::PhantomData;
-use kernel::{error::code::EMSGSIZE, ffi::c_int};
+use kernel::{error::code::EMSGSIZE, ffi::c_int, prelude::*};
 
 /// The resource-tracking operations, filled into `ib_device_ops`.
 pub(super) struct ResAdapter<T: DeviceOps>(PhantomData<T>);
@@ -29,18 +29,25 @@ impl<T: DeviceOps> ResAdapter<T> {
         if T::HAS_QP_ATTRS {
             ops.fill_res_qp_entry = Some(Self::fill_res_qp_entry);
         }
+        if T::HAS_CQ_ATTRS {
+            ops.fill_res_cq_entry = Some(Self::fill_res_cq_entry);
+        }
+        if T::HAS_MR_ATTRS {
+            ops.fill_res_mr_entry = Some(Self::fill_res_mr_entry);
+        }
     }
 
-    unsafe extern "C" fn fill_res_qp_entry(
+    /// Writes the driver's table of attributes into `msg` with `fill`.
+    ///
+    /// # Safety
+    ///
+    /// `msg` is the reply the core is building, valid for the call.
+    unsafe fn table(
         msg: *mut bindings::sk_buff,
-        qp: *mut bindings::ib_qp,
+        fill: impl FnOnce(&mut ResAttrs<'_>) -> Result,
     ) -> c_int {
-        // SAFETY: The core passes a QP of this device that the resource
-        // tracker holds: created (its data initialised) and not destroyed
-        // before the reference is dropped, after this call.
-        let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
-        // SAFETY: `msg` is the reply being built. The driver's attributes go
-        // in a nested table, as the rdma tool expects them.
+        // SAFETY: `msg` is valid (the caller's contract). The driver's
+        // attributes go in a nested table, as the rdma tool expects them.
         let table = unsafe {
             bindings::mr_nla_nest_start(
                 msg,
@@ -54,7 +61,7 @@ impl<T: DeviceOps> ResAdapter<T> {
             skb: msg,
             _lent: PhantomData,
         };
-        let r = T::qp_attrs(obj, &mut out);
+        let r = fill(&mut out);
         // SAFETY: `table` was opened on `msg` above and is closed once,
         // kept (with all it holds) or dropped whole.
         unsafe {
@@ -69,5 +76,38 @@ impl<T: DeviceOps> ResAdapter<T> {
             Ok(()) => 0,
             Err(_) => EMSGSIZE.to_errno(),
         }
+    }
+
+    unsafe extern "C" fn fill_res_qp_entry(
+        msg: *mut bindings::sk_buff,
+        qp: *mut bindings::ib_qp,
+    ) -> c_int {
+        // SAFETY: The core passes a QP of this device that the resource
+        // tracker holds: created (its data initialised) and not destroyed
+        // before the reference is dropped, after this call.
+        let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
+        // SAFETY: `msg` is the reply being built.
+        unsafe { Self::table(msg, |out| T::qp_attrs(obj, out)) }
+    }
+
+    unsafe extern "C" fn fill_res_cq_entry(
+        msg: *mut bindings::sk_buff,
+        cq: *mut bindings::ib_cq,
+    ) -> c_int {
+        // SAFETY: As for a QP.
+        let obj = unsafe { CqObj::<T>::from_raw(cq) };
+        // SAFETY: `msg` is the reply being built.
+        unsafe { Self::table(msg, |out| T::cq_attrs(obj.data(), out)) }
+    }
+
+    unsafe extern "C" fn fill_res_mr_entry(
+        msg: *mut bindings::sk_buff,
+        mr: *mut bindings::ib_mr,
+    ) -> c_int {
+        // SAFETY: As for a QP (an MR is tracked from its registration to
+        // its deregistration).
+        let obj = unsafe { MrObj::<T>::from_raw(mr) };
+        // SAFETY: `msg` is the reply being built.
+        unsafe { Self::table(msg, |out| T::mr_attrs(obj, out)) }
     }
 }

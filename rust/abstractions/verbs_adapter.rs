@@ -94,7 +94,14 @@ pub(crate) type MrObj<T> = Obj<bindings::ib_mr, <T as DeviceOps>::Mr>;
 /// The operations of the verbs objects, filled into `ib_device_ops`.
 pub(crate) struct VerbsAdapter<T: DeviceOps>(core::marker::PhantomData<T>);
 
-type CqObj<T> = Obj<bindings::ib_cq, CqData<<T as DeviceOps>::Cq>>;
+pub(super) type CqObj<T> = Obj<bindings::ib_cq, CqData<<T as DeviceOps>::Cq>>;
+
+impl<D> CqData<D> {
+    /// The driver's data of the CQ.
+    pub(super) fn data(&self) -> &D {
+        &self.data
+    }
+}
 
 // Each `unsafe extern "C"` function here is the `ib_device_ops` operation of its
 // name: its contract is the RDMA core's for that operation, on a device of a

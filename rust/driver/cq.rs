@@ -11,7 +11,7 @@
 
 use crate::abstractions::{
     net::{Timer, TimerHandler},
-    ops::CqEvents,
+    ops::{CqEvents, ResAttrs},
     sync::SpinLockBh,
     types::{QpId, Wc, WcStatus},
 };
@@ -152,6 +152,25 @@ impl Cq {
         r.head = if head + 1 >= cap { 0 } else { head + 1 };
         r.len -= 1;
         wc
+    }
+
+    /// Its driver attributes in `rdma resource show cq -dd`
+    /// (Documentation/observability.md).
+    pub(crate) fn attrs(&self, out: &mut ResAttrs<'_>) -> Result {
+        let (queued, armed, overflow) = {
+            let r = self.inner.ring.lock();
+            (r.len, r.armed, r.overflow)
+        };
+        out.u32(c"queued", queued as u32)?;
+        out.string(
+            c"armed",
+            match armed {
+                None => c"no",
+                Some(false) => c"any",
+                Some(true) => c"solicited",
+            },
+        )?;
+        out.u32(c"overflowed", u32::from(overflow))
     }
 
     pub(crate) fn req_notify(&self, solicited: bool) -> bool {

@@ -301,6 +301,14 @@ impl DeviceOps for MetaroceDevice {
         qp.attrs(out)
     }
 
+    fn cq_attrs(cq: &Cq, out: &mut ResAttrs<'_>) -> Result {
+        cq.attrs(out)
+    }
+
+    fn mr_attrs(mr: &Mr, out: &mut ResAttrs<'_>) -> Result {
+        mr.attrs(out)
+    }
+
     fn post_send(qp: &Qp, wr: &SendWr) -> Result {
         qp.post_send(wr)
     }

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::abstractions::{
     net::{now_ns, random_u32, NetPort, RxPacket, Timer, UdpHandler},
+    ops::ResAttrs,
     types::{Access, MrKeys, WcStatus},
 };
 use crate::new_spinlock_bh;
@@ -348,4 +349,24 @@ pub(crate) struct Pd {
 pub(crate) struct Mr {
     pub(crate) key: u32,
     pub(crate) dev: Arc<Shared>,
+}
+
+impl Mr {
+    /// Its driver attributes in `rdma resource show mr -dd`
+    /// (Documentation/observability.md).
+    pub(crate) fn attrs(&self, out: &mut ResAttrs<'_>) -> Result {
+        let found = self
+            .dev
+            .tables
+            .lock()
+            .mrs
+            .mr(self.key)
+            .map(|e| (e.pd, e.access, e.is_kernel()));
+        let Some((pd, access, kernel)) = found else {
+            return Ok(());
+        };
+        out.u64(c"pd", pd)?;
+        out.u32_hex(c"access", access.0)?;
+        out.string(c"memory", if kernel { c"kernel" } else { c"user" })
+    }
 }

@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# The driver's attributes in `rdma resource show qp -dd`: while
+# The driver's attributes in `rdma resource show qp|cq|mr -dd`: while
 # ibv_rc_pingpong runs between the two namespaces, the server's QP on the
 # device in A shows its peer host, the connection id it receives on, the
 # stream ids its requests leave and arrive on (twice the peer's and its own
-# QP number), and its queues. Skips without the rdma-core build.
+# QP number), and its queues; its CQ shows what it holds, whether it is
+# armed and that it never overflowed; its MR is user memory of a PD. Skips
+# without the rdma-core build.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
@@ -18,7 +20,7 @@ export METAROCE_RDMA_PREFIX=$prefix
 require_tools ip rdma ss
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
-ktap_plan 5
+ktap_plan 7
 
 logs=$(mktemp -d)
 pids=()
@@ -63,6 +65,17 @@ check "they arrive on stream 2 x its own QP number" \
 	test -n "$lqpn" -a "$(attr drv_recv_stream)" = "$want_recv"
 check "it names a connection id and its queues" \
 	bash -c "[[ '$(attr drv_conn_id)' == 0x* ]] && [ -n '$(attr drv_sq_queued)' ] && [ -n '$(attr drv_rq_posted)' ] && [ -n '$(attr drv_reads_out)' ]"
+
+# The server's CQ and MR (the tool's lines name the owning program).
+rdma_in "$NS_A" resource show cq -dd 2>&1 | grep "$RDMA_A" | grep ibv_rc_pingpong >"$logs/cq"
+rdma_in "$NS_A" resource show mr -dd 2>&1 | grep "$RDMA_A" | grep ibv_rc_pingpong >"$logs/mr"
+ktap_info "$(head -n 1 "$logs/cq")"
+ktap_info "$(head -n 1 "$logs/mr")"
+check "its CQ shows what it holds, its arming and no overflow" \
+	grep -Eq "drv_queued [0-9]+ drv_armed (no|any|solicited) drv_overflowed 0" "$logs/cq"
+check "its MR is user memory of a PD, with its access rights" \
+	grep -Eq "drv_pd [0-9]+ drv_access 0x[0-9a-f]+ drv_memory user" "$logs/mr"
+
 kill "${pids[@]}" 2>/dev/null
 wait "${pids[@]}" 2>/dev/null
 pids=()
