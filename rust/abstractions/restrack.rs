@@ -71,10 +71,11 @@ impl<T: DeviceOps> ResAdapter<T> {
                 bindings::mr_nla_nest_cancel(msg, table);
             }
         }
-        // A full message: the core sends it and asks again for the rest.
+        // `EMSGSIZE` (a full message): the core sends it and asks again
+        // for the rest; any other error ends the request.
         match r {
             Ok(()) => 0,
-            Err(_) => EMSGSIZE.to_errno(),
+            Err(e) => e.to_errno(),
         }
     }
 
@@ -83,8 +84,10 @@ impl<T: DeviceOps> ResAdapter<T> {
         qp: *mut bindings::ib_qp,
     ) -> c_int {
         // SAFETY: The core passes a QP of this device that the resource
-        // tracker holds: created (its data initialised) and not destroyed
-        // before the reference is dropped, after this call.
+        // tracker holds: added after our create succeeded (its data
+        // initialised), and taken out (every holder waited for) before our
+        // destroy runs. Our destroy operations never fail, so an entry is
+        // never put back after its data was dropped.
         let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
         // SAFETY: `msg` is the reply being built.
         unsafe { Self::table(msg, |out| T::qp_attrs(obj, out)) }

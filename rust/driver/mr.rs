@@ -35,11 +35,6 @@ pub(super) struct MrEntry {
 pub(crate) type PdId = u64;
 
 impl MrEntry {
-    /// Whether it is the kernel consumer's region of all kernel memory.
-    pub(super) fn is_kernel(&self) -> bool {
-        matches!(self.mem, Mem::Kernel(_))
-    }
-
     fn len(&self) -> u64 {
         match &self.mem {
             Mem::User(u) => u.len(),

@@ -180,7 +180,16 @@ impl Qp {
         if !unicast(ip) {
             return Err(EINVAL);
         }
-        let peer = n.dev.peer(ip)?;
+        let mut peer = n.dev.peer(ip)?;
+        // A connection evicted just now may be found for a moment before it
+        // leaves the table: then the lookup is made again (and sets up a
+        // new one).
+        for _ in 0..3 {
+            if !peer.st.lock().dead {
+                break;
+            }
+            peer = n.dev.peer(ip)?;
+        }
         // The lookup trees' nodes, allocated before the peer's lock.
         let by_qpn = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let by_dest = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;

@@ -255,68 +255,67 @@ impl Shared {
             },
             GFP_KERNEL,
         )?;
-        let victim = {
-            let mut t = self.tables.lock();
-            if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
-                return Ok(p.clone());
-            }
-            if t.peers.len() < MAX_PEERS {
-                t.peers.push(node.clone(), GFP_ATOMIC)?;
-                None
-            } else {
-                // Full: the connection no QP uses and nothing is in flight
-                // on makes room (it is set up again when wanted); failing
-                // that, one whose peer never answered its hellos (so that
-                // QPs aimed at hosts that do not exist cannot keep every
-                // slot: theirs fail).
-                let idle = t
-                    .peers
-                    .iter()
-                    .position(|p| p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0)
-                    .or_else(|| t.peers.iter().position(|p| p.unanswered.load(Relaxed)));
-                let Some(i) = idle else { return Err(ENOSPC) };
-                t.peers.get(i).cloned()
-            }
-        };
-        if let Some(old) = victim {
+        // A few rounds: a call that finds the table full makes room and
+        // looks again (another call may have taken the room, or evicted the
+        // same connection).
+        for _ in 0..4 {
+            let victim = {
+                let mut t = self.tables.lock();
+                if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
+                    return Ok(p.clone());
+                }
+                if t.peers.len() < MAX_PEERS {
+                    t.peers.push(node.clone(), GFP_ATOMIC)?;
+                    None
+                } else {
+                    // Full: the connection no QP uses and nothing is in
+                    // flight on makes room (it is set up again when
+                    // wanted); failing that, one whose peer never answered
+                    // its hellos (so that QPs aimed at hosts that do not
+                    // exist cannot keep every slot: theirs fail).
+                    let idle = t
+                        .peers
+                        .iter()
+                        .position(|p| {
+                            p.nstreams.load(Relaxed) == 0 && p.in_flight.load(Relaxed) == 0
+                        })
+                        .or_else(|| t.peers.iter().position(|p| p.unanswered.load(Relaxed)));
+                    let Some(i) = idle else { return Err(ENOSPC) };
+                    t.peers.get(i).cloned()
+                }
+            };
+            let Some(old) = victim else {
+                node.pump(&node, &mut node.st.lock(), false);
+                return Ok(node);
+            };
             // It dies, and its counts are retired, before it leaves the
             // table: a reader of the counters (`port_counters`) finds them
-            // in one place or the other.
+            // in one place or the other. A QP that finds it dead in the
+            // moment between looks up again (`Qp::attach`).
             self.evict(&old);
-            let mut t = self.tables.lock();
-            t.peers.retain(|p| !Arc::ptr_eq(p, &old));
-            if let Some(p) = t.peers.iter().find(|p| p.ip == ip) {
-                return Ok(p.clone());
-            }
-            if t.peers.len() >= MAX_PEERS {
-                return Err(ENOSPC);
-            }
-            t.peers.push(node.clone(), GFP_ATOMIC)?;
+            self.tables.lock().peers.retain(|p| !Arc::ptr_eq(p, &old));
+            old.stop();
         }
-        node.pump(&node, &mut node.st.lock(), false);
-        Ok(node)
+        Err(ENOSPC)
     }
 
     /// Ends the connection `old` to make room: its QPs fail (retry
     /// exceeded), its counts are retired. Only the first call does anything.
     fn evict(&self, old: &Arc<PeerNode>) {
-        {
-            let mut ps = old.st.lock();
-            if ps.dead {
-                return;
-            }
-            ps.dead = true;
-            self.counters.retire(ps.conn.stats());
-            let PeerInner { conn, streams, .. } = &mut *ps;
-            for s in streams.iter() {
-                let mut st = s.qp.st.lock();
-                if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
-                    bump(&self.counters.retry_exceeded);
-                }
-                s.qp.to_error(&mut st, conn);
-            }
+        let mut ps = old.st.lock();
+        if ps.dead {
+            return;
         }
-        old.stop();
+        ps.dead = true;
+        self.counters.retire(ps.conn.stats());
+        let PeerInner { conn, streams, .. } = &mut *ps;
+        for s in streams.iter() {
+            let mut st = s.qp.st.lock();
+            if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                bump(&self.counters.retry_exceeded);
+            }
+            s.qp.to_error(&mut st, conn);
+        }
     }
 }
 
@@ -361,12 +360,11 @@ impl Mr {
             .lock()
             .mrs
             .mr(self.key)
-            .map(|e| (e.pd, e.access, e.is_kernel()));
-        let Some((pd, access, kernel)) = found else {
+            .map(|e| (e.pd, e.access));
+        let Some((pd, access)) = found else {
             return Ok(());
         };
         out.u64(c"pd", pd)?;
-        out.u32_hex(c"access", access.0)?;
-        out.string(c"memory", if kernel { c"kernel" } else { c"user" })
+        out.u32_hex(c"access", access.0)
     }
 }
