@@ -14,7 +14,10 @@
 #      and sent again (resent or relocated) at least as many as were lost;
 #   4. truncated copies of real datagrams injected from B's address: A's
 #      rcvd_dropped rises, by no more than the copies sent;
-#   5. the counters never went back between two reads.
+#   5. the counters never went back between two reads;
+#   6. tshark, recording the lossless run, dissects it with
+#      tools/dissector/metaroce.lua: A's data packets, none malformed (SKIP
+#      without tshark).
 # Skips without mr-integrity, the rdma-core build or python3.
 
 . "$(dirname "$0")/lib.sh"
@@ -28,7 +31,7 @@ retransmit_timeouts sent_acks sent_naks rcvd_data_pkts duplicate_pkts
 rcvd_acks rcvd_naks ecn_marks_echoed rcvd_dropped hellos_sent peer_restarts
 peer_silences retry_exceeded_err peer_connections"
 
-ktap_plan 16
+ktap_plan 17
 
 dir=$(mktemp -d)
 ipid=
@@ -102,9 +105,18 @@ ba="$FABRIC_IP_B>$FABRIC_IP_A"
 
 # 2. Lossless. The client in B writes and reads A's memory both ways.
 sniff_start clean
+# tshark records the same run, for the dissector (tools/dissector).
+tpid=
+if command -v tshark >/dev/null; then
+	ip netns exec "$NS_B" tshark -q -B 64 -i veth1 -f "udp port 4792" -w "$dir/clean.pcap" \
+		>/dev/null 2>&1 &
+	tpid=$!
+	wait_for 20 test -s "$dir/clean.pcap"
+fi
 integrity_point "integrity, lossless" pass -n 2 -q 2 -s 256K -t 60
 sleep 1
 sniff_stop clean
+[ -n "$tpid" ] && { kill -INT "$tpid"; wait "$tpid"; }
 snap "$NS_A" "$RDMA_A" "$dir/a1" && snap "$NS_B" "$RDMA_B" "$dir/b1"
 ktap_info "A after: $(cat "$dir/a1.raw")"
 ktap_info "B after: $(cat "$dir/b1.raw")"
@@ -132,6 +144,17 @@ ktap_info "hellos A->B: A sent $a_hellos, wire $(sniff_field clean "$ab" hello)"
 check "A's hellos sent are the hellos on the wire to B" \
 	test "$a_hellos" -ge 1 -a "$a_hellos" = "$(sniff_field clean "$ab" hello)"
 check "no counter went back" monotone "$dir/a0" "$dir/a1"
+if [ -n "$tpid" ]; then
+	lua="lua_script:$(cd "$here/../.." && pwd)/tools/dissector/metaroce.lua"
+	bad=$(tshark -X "$lua" -r "$dir/clean.pcap" -Y metaroce.malformed 2>/dev/null | wc -l)
+	seen=$(tshark -X "$lua" -r "$dir/clean.pcap" -Y "metaroce.type == 1 && ip.src == $FABRIC_IP_A" \
+		2>/dev/null | wc -l)
+	ktap_info "tshark: $seen data packets A->B dissected, $bad malformed"
+	check "the dissector reads the run's capture: A's data packets, none malformed" \
+		test "$bad" = 0 -a "$seen" -gt 0 -a "$seen" -ge $((wire - wire / 50 - 5))
+else
+	ktap_skip "the dissector reads the run's capture" "tshark is not installed"
+fi
 
 # 3. Loss on A's side of the veth pair (A -> B only).
 tc -n "$NS_A" qdisc replace dev veth0 root netem loss 3%

@@ -20,7 +20,11 @@ address) a mix of:
   mutate    a copy of a real data packet with one header field set at
             random (RSN, payload length, stream, MSN, offset, message
             length, rkey, remote address, payload bytes), its path and PSN
-            kept
+            kept; only of a packet DST has acknowledged already (the
+            injector watches DST's ACKs): a changed copy of one whose
+            original was lost would take the original's place, which is
+            what an on-path attacker can do and this test does not claim
+            to stop (Documentation/security.md)
   replay    a real data packet or hello sent again unchanged, later (stale)
   stranger  garbage and copies from STRANGER, an address that is no peer
 
@@ -111,6 +115,15 @@ def main():
 
     ring = []
     old = []
+    acked = {}  # path id -> DST's cumulative ack (first PSN not received)
+
+    def delivered(p):
+        """Whether DST acknowledged data packet P (hellos: always)."""
+        if p[0] & 15 != 1:
+            return True
+        path, psn = struct.unpack("!H4xI", p[2:12])
+        cum = acked.get(path)
+        return cum is not None and 0 < (cum - psn) % (1 << 32) < (1 << 31)
     captured = 0
     sent = {m: 0 for m in modes}
     errors = 0
@@ -132,12 +145,18 @@ def main():
             if len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
                 continue
             ihl = (f[14] & 15) * 4
-            if f[26:30] != src or f[30:34] != dst:
-                continue
             u = 14 + ihl
             if struct.unpack("!H", f[u + 2:u + 4])[0] != PORT:
                 continue
             payload = f[u + 8:]
+            if f[26:30] == dst and f[30:34] == src:
+                # DST's ACKs: how far it has received on each path.
+                if len(payload) >= COMMON and payload[0] & 15 == 2:
+                    path, cum = struct.unpack("!H4xI", payload[2:12])
+                    acked[path] = cum
+                continue
+            if f[26:30] != src or f[30:34] != dst:
+                continue
             # Data packets and hellos only (see FIELDS).
             if len(payload) < COMMON or payload[0] & 15 not in (1, 4):
                 continue
@@ -165,7 +184,8 @@ def main():
                     p = rng.choice(ring)
                     d = p[: rng.randrange(0, len(p))]
                 elif m == "mutate":
-                    d = mutate(rng, rng.choice(ring))
+                    done = [p for p in ring if delivered(p)]
+                    d = mutate(rng, rng.choice(done)) if done else None
                 elif m == "replay":
                     d = rng.choice(old) if old else rng.choice(ring)
                 else:  # stranger
@@ -173,8 +193,9 @@ def main():
                     d = mutate(rng, rng.choice(ring)) if rng.random() < 0.5 else hello(rng)
                 if m == "stranger" and not ring:
                     sock = stx
-                sock.sendto(d, (a.dst, PORT))
-                sent[m] = sent.get(m, 0) + 1
+                if d is not None:
+                    sock.sendto(d, (a.dst, PORT))
+                    sent[m] = sent.get(m, 0) + 1
         except OSError:
             errors += 1
         # Do not fall behind for ever after a stall.

@@ -6,12 +6,14 @@
 
 Runs until SIGTERM or SIGINT, then writes one line per direction seen:
 
-    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N conns=HEX,... streams=N ce=N echoed=N missed=N
+    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N paths=N conns=HEX,... streams=N ce=N echoed=N missed=N
 
 `sports`: distinct UDP source ports of data packets; `concurrent`: the most
 source ports in use at once (a port is in use from its first data packet to
 its last, counted in data packets: a path that moves to a new port leaves its
-old one); `conns`: distinct
+old one, though a packet sent on the old port just before the move may arrive
+after the new port's first); `paths`: distinct path ids (bytes 2..4) of data
+packets; `conns`: distinct
 connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
 distinct stream ids (bytes 20..24) of data packets; `ce`: data packets that
 arrived marked ECN CE; `echoed`: the sum of the CE counts the ACKs carry (the
@@ -80,12 +82,13 @@ def main():
             continue
         key = "%s>%s" % (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]))
         d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0, "ce": 0,
-                                  "echoed": 0, "sports": set(), "conns": set(),
+                                  "echoed": 0, "sports": set(), "paths": set(), "conns": set(),
                                   "streams": set(), "span": {}})
         ptype = mr[0] & 0x0F
         if ptype == 1 and len(mr) >= 36:
             d["data"] += 1
             d["sports"].add(sport)
+            d["paths"].add(mr[2:4].hex())
             first = d["span"].get(sport, (d["data"], 0))[0]
             d["span"][sport] = (first, d["data"])
             d["conns"].add(mr[4:8].hex())
@@ -104,10 +107,10 @@ def main():
     _, missed = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
     with open(out, "w") as f:
         for key, d in sorted(seen.items()):
-            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d concurrent=%d conns=%s "
+            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d concurrent=%d paths=%d conns=%s "
                     "streams=%d ce=%d echoed=%d missed=%d\n" % (
                         key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
-                        concurrent(d["span"].values()),
+                        concurrent(d["span"].values()), len(d["paths"]),
                         ",".join(sorted(d["conns"])) or "-", len(d["streams"]), d["ce"],
                         d["echoed"], missed))
 
