@@ -64,6 +64,7 @@ CLIPPY_ARGS = --all-targets --quiet -- -D warnings
 lint-clippy:
 	cargo clippy --manifest-path rust/transport/Cargo.toml $(CLIPPY_ARGS)
 	cargo clippy --manifest-path tools/sim/Cargo.toml $(CLIPPY_ARGS) -A clippy::manual_range_contains
+	cargo clippy --manifest-path tools/viewer/Cargo.toml $(CLIPPY_ARGS)
 
 # The module built with the kernel's clippy (CLIPPY=1), any warning an error.
 # clippy-driver does not make the same metaroce.ko as rustc: `make` rebuilds it.
@@ -110,7 +111,8 @@ check-stock:
 # MetaRoCE against rdma_rxe in one boot of Debian's stock (non-debug) kernel:
 # perftest on the direct and multiplane topologies; table, CSV and PNG in
 # out/bench-DATE/ (Documentation/performance.md). BENCH_REPEAT=N (default 3),
-# BENCH_FILTER=REGEX (only matching points).
+# BENCH_FILTER=REGEX (only matching points), BENCH_BASE_KO=PATH (the latency
+# point also against another revision's module, alternating in the same boot).
 bench:
 	scripts/bench.sh
 

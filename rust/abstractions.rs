@@ -11,7 +11,7 @@
 //! (the verbs operations), `ops` (the `DeviceOps` trait and the objects its
 //! operations are given), `types` (plain values), `memory` (pinned user pages,
 //! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port, timers),
-//! `netdev`, `sync`, `bindings`.
+//! `netdev`, `sync`, `trace` (tracepoints), `bindings`.
 
 mod adapter;
 mod bindings;
@@ -23,5 +23,6 @@ pub(crate) mod netdev;
 pub(crate) mod ops;
 mod restrack;
 pub(crate) mod sync;
+pub(crate) mod trace;
 pub(crate) mod types;
 mod verbs_adapter;

@@ -16,11 +16,12 @@ mod requester;
 mod responder;
 mod shared;
 mod state;
+mod telemetry;
 mod transport_kunit;
 
 use crate::abstractions::{device::DeviceSet, net::NetPorts};
 use device::MetaroceDevice;
-use kernel::prelude::*;
+use kernel::{debugfs::Dir, prelude::*};
 use state::Shared;
 
 /// State shared by the link type, the netdevice notifier and module exit.
@@ -32,6 +33,9 @@ pub(crate) struct Driver {
     pub(crate) devices: DeviceSet<MetaroceDevice>,
     /// The MetaRoCE UDP port of each network namespace.
     pub(crate) ports: NetPorts<Shared>,
+    /// `/sys/kernel/debug/metaroce/`: a telemetry file per device
+    /// (driver/telemetry.rs). After `devices`, so it outlives their files.
+    pub(crate) debugfs: Dir,
 }
 
 impl Driver {
@@ -39,6 +43,7 @@ impl Driver {
         try_pin_init!(Self {
             devices <- DeviceSet::new(module),
             ports: NetPorts::register()?,
+            debugfs: Dir::new(c"metaroce"),
         })
     }
 }

@@ -42,7 +42,7 @@ METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-3600} \
 METAROCE_VM_APPEND="${METAROCE_VM_APPEND:-} mrvm.modules=$tree" \
 METAROCE_VM_INITRD="$out/initramfs.cpio" "$TOP/scripts/vm-run.sh" "$STOCK_VMLINUZ" "$out/guest" \
 	"METAROCE_RDMA_PREFIX=$prefix" \
-	"BENCH_REPEAT=${BENCH_REPEAT:-3}" "BENCH_FILTER=${BENCH_FILTER:-}" \
+	"BENCH_REPEAT=${BENCH_REPEAT:-3}" "BENCH_FILTER=${BENCH_FILTER:-}" "BENCH_BASE_KO=${BENCH_BASE_KO:-}" \
 	"BENCH_DURATION=${BENCH_DURATION:-4}" "BENCH_PERF=${BENCH_PERF:-0}" "BENCH_PLANE_RATE=${BENCH_PLANE_RATE:-40mbit}" \
 	"$TOP/tools/bench/fabric-bench.sh" "$out/guest" >"$out/vm.log" 2>&1
 log "VM exited with $? after $(($(date +%s) - start)) s in all"

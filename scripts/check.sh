@@ -44,7 +44,8 @@ make -C "$TOP" KDIR="$kdir" modules >"$out/module-build.log" 2>&1 || {
 "$TOP/scripts/check-user.sh" "$out"
 
 # User space the guest runs (it sees the host's file system): rdma-core 65.0
-# with the MetaRoCE provider, and the data-integrity tool.
+# with the MetaRoCE provider, the data-integrity tool, the in-kernel test
+# client, the benchmarks' helpers and the telemetry viewer.
 prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") ||
 	log "rdma-core build failed (the verbs tests will skip): $out/rdma-core-build.log"
 make -C "$TOP/tools/integrity" >"$out/integrity-build.log" 2>&1 ||
@@ -53,6 +54,8 @@ make -C "$TOP" KDIR="$kdir" kclient >"$out/kclient-build.log" 2>&1 ||
 	log "tools/kclient build failed (kclient.sh will skip): $out/kclient-build.log"
 make -C "$TOP/tools/bench" >"$out/bench-build.log" 2>&1 ||
 	log "tools/bench build failed: $out/bench-build.log"
+cargo build --manifest-path "$TOP/tools/viewer/Cargo.toml" >"$out/viewer-build.log" 2>&1 ||
+	log "tools/viewer build failed (telemetry.sh's viewer points will skip): $out/viewer-build.log"
 export METAROCE_RDMA_PREFIX=${prefix:-}
 
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)

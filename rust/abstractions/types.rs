@@ -33,6 +33,12 @@ impl CounterDesc {
             priv_: core::ptr::null(),
         })
     }
+
+    /// Its name, without the terminating NUL.
+    pub(crate) fn name(&self) -> &'static [u8] {
+        // SAFETY: `new` took the pointer from a `&'static CStr`.
+        unsafe { CStr::from_char_ptr(self.0.name.cast()) }.to_bytes()
+    }
 }
 
 /// An InfiniBand MTU (`enum ib_mtu`): the payload size of one packet.

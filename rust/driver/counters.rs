@@ -8,14 +8,18 @@
 //! only.
 
 use crate::abstractions::{sync::SpinLockBh, types::CounterDesc};
-use crate::transport::conn::Stats;
+use crate::transport::conn::{Stats, DROP_REASONS, REFUSALS};
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic as KAtomic, Relaxed},
 };
 
-/// The number of port counters.
-const N: usize = 19;
+/// The number of port counters: the events below, then one per drop
+/// reason, then one per refusal.
+const N: usize = EVENTS + DROP_REASONS + REFUSALS;
+
+/// The counters before the drop reasons.
+const EVENTS: usize = 19;
 
 /// The port counters' names, in the order of [`values`].
 pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
@@ -38,6 +42,28 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"peer_silences"),
     CounterDesc::new(c"retry_exceeded_err"),
     CounterDesc::new(c"peer_connections"),
+    // One per drop reason, in the order of `transport::conn::DROP_NAMES`
+    // (KUnit `metaroce_counters` checks).
+    CounterDesc::new(c"drop_truncated"),
+    CounterDesc::new(c"drop_version"),
+    CounterDesc::new(c"drop_packet_type"),
+    CounterDesc::new(c"drop_opcode"),
+    CounterDesc::new(c"drop_nak_code"),
+    CounterDesc::new(c"drop_flags"),
+    CounterDesc::new(c"drop_reserved"),
+    CounterDesc::new(c"drop_payload_length"),
+    CounterDesc::new(c"drop_bounds"),
+    CounterDesc::new(c"drop_connection"),
+    CounterDesc::new(c"drop_path"),
+    CounterDesc::new(c"drop_window"),
+    CounterDesc::new(c"drop_ack"),
+    CounterDesc::new(c"drop_nak"),
+    CounterDesc::new(c"drop_hello"),
+    // One per refusal (NAK code 1 to 4).
+    CounterDesc::new(c"refused_remote_access"),
+    CounterDesc::new(c"refused_invalid_request"),
+    CounterDesc::new(c"refused_rnr"),
+    CounterDesc::new(c"refused_remote_operation"),
 ];
 
 /// The counts of connections that were reset or dropped, and how many times
@@ -102,7 +128,7 @@ impl Counters {
 /// The values of [`PORT_COUNTERS`]: the connections' `total`, the device's
 /// own events and its number of connections.
 fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
-    [
+    let events = [
         t.tx_data,
         t.retransmits,
         t.spurious,
@@ -122,7 +148,14 @@ fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
         c.silences.load(Relaxed),
         c.retry_exceeded.load(Relaxed),
         peers as u64,
-    ]
+    ];
+    let mut v = [0; N];
+    let all = Iterator::chain(events.iter(), t.drops.iter());
+    let all = Iterator::chain(all, t.refused.iter());
+    for (o, x) in v.iter_mut().zip(all) {
+        *o = *x;
+    }
+    v
 }
 
 impl Counters {
@@ -147,6 +180,23 @@ impl Counters {
         let v = values(&total, self, peers);
         for (o, v) in out.iter_mut().zip(v.iter()) {
             *o = *v;
+        }
+    }
+}
+
+#[kunit_tests(metaroce_counters)]
+mod tests {
+    use super::{EVENTS, PORT_COUNTERS};
+    use crate::transport::conn::DROP_NAMES;
+
+    /// The drop counters are named after the transport's reasons, in its
+    /// order.
+    #[test]
+    fn drop_counters_follow_the_transport() {
+        for (i, name) in DROP_NAMES.iter().enumerate() {
+            let d = PORT_COUNTERS[EVENTS + i].name();
+            assert_eq!(d.get(..5), Some(&b"drop_"[..]));
+            assert_eq!(d.get(5..), Some(name.as_bytes()));
         }
     }
 }

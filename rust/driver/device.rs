@@ -12,6 +12,7 @@ use super::{
     requester::MAX_INLINE,
     shared::{Mr, Pd, MAX_QPS},
     state::Shared,
+    telemetry::{self, Telemetry},
 };
 use crate::abstractions::{
     memory::{KernelMemory, Umem},
@@ -24,7 +25,7 @@ use crate::abstractions::{
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
-use kernel::{prelude::*, sync::Arc};
+use kernel::{debugfs, prelude::*, sync::Arc};
 
 /// The uverbs ABI version (`uapi/rdma/metaroce-abi.h`).
 pub(crate) const ABI_VERSION: u32 = 1;
@@ -44,16 +45,38 @@ pub(crate) const PORT: u32 = 1;
 /// UDP port of the net device's namespace.
 pub(crate) struct MetaroceDevice {
     shared: Arc<Shared>,
+    /// `/sys/kernel/debug/metaroce/<name>` (telemetry.rs), removed when
+    /// the device goes.
+    _telemetry: Pin<KBox<debugfs::File<Telemetry>>>,
 }
 
 impl MetaroceDevice {
-    /// A device on `ndev`, attached to its namespace's port (opened if this
-    /// is the namespace's first device).
-    pub(crate) fn new(ndev: &NetDevice, ports: &NetPorts<Shared>) -> Result<Self> {
+    /// A device named `name` on `ndev`, attached to its namespace's port
+    /// (opened if this is the namespace's first device), with its telemetry
+    /// file in `dir`.
+    pub(crate) fn new(
+        name: &CStr,
+        ndev: &NetDevice,
+        ports: &NetPorts<Shared>,
+        dir: &debugfs::Dir,
+    ) -> Result<Self> {
         let shared = Shared::new(max_payload(ndev.mtu()))?;
+        let mut bytes = KVec::new();
+        bytes.extend_from_slice(name.to_bytes(), GFP_KERNEL)?;
+        let data = Telemetry {
+            dev: shared.clone(),
+            name: bytes,
+        };
+        let file = KBox::pin_init(
+            dir.read_callback_file(name, data, &telemetry::write),
+            GFP_KERNEL,
+        )?;
         let port = ports.attach(ndev, shared.clone())?;
         shared.set_port(port);
-        Ok(Self { shared })
+        Ok(Self {
+            shared,
+            _telemetry: file,
+        })
     }
 }
 

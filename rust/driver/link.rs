@@ -26,12 +26,13 @@ impl LinkOps for Driver {
             );
             return Err(EINVAL);
         };
-        let data = MetaroceDevice::new(ndev, &self.ports).inspect_err(|e| {
-            pr_err!(
-                "{name_str}: cannot open UDP port {}: {e:?}\n",
-                crate::transport::framing::UDP_PORT
-            );
-        })?;
+        let data =
+            MetaroceDevice::new(name, ndev, &self.ports, &self.debugfs).inspect_err(|e| {
+                pr_err!(
+                    "{name_str}: not created (UDP port {}): {e:?}\n",
+                    crate::transport::framing::UDP_PORT
+                );
+            })?;
         match self
             .devices
             .add(name, ndev, node_guid(mac), Ok::<_, Error>(data))

@@ -14,12 +14,14 @@ use super::{
 };
 use crate::abstractions::{
     net::{now_ns, RxPacket, TimerHandler},
+    trace::PeerTrace,
     types::WcStatus,
 };
 use crate::transport::{
     conn::{Config, Connection, Received, PORT_BASE},
     framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
     handshake::Handshake,
+    trace::TraceEvent,
     wire::{self, NakCode, Packet, PacketType},
 };
 use kernel::{
@@ -255,6 +257,26 @@ impl Peer {
         if let Some(at) = next {
             timer.start(at.saturating_sub(now_ns()).max(1_000));
         }
+        self.trace(ps);
+    }
+
+    /// Hands the connection's recorded events to the tracepoints.
+    fn trace(&self, ps: &mut PeerInner) {
+        let t = PeerTrace { peer: &self.ip };
+        while let Some(e) = ps.conn.poll_trace() {
+            match e {
+                TraceEvent::Resend { path, psn, sport } => t.resend(path, psn, sport),
+                TraceEvent::Relocate { from, psn, to } => t.relocate(from, psn, to),
+                TraceEvent::PathMoved { path, from, to } => t.path_moved(path, from, to),
+                TraceEvent::Ecn {
+                    path,
+                    marks,
+                    path_window,
+                    conn_window,
+                } => t.ecn(path, marks, path_window, conn_window),
+                TraceEvent::RateHint { from, to } => t.rate_hint(from, to),
+            }
+        }
     }
 
     /// One round of `pump`; returns whether another may post more.
@@ -465,6 +487,7 @@ impl Peer {
         let silent = now.saturating_sub(*alive_at);
         let mut waiting = false;
         let mut gave_up = false;
+        let mut failed = 0u32;
         for s in streams.iter() {
             let mut st = s.qp.st.lock();
             if st.sq.is_empty() && st.owed.is_empty() {
@@ -486,6 +509,7 @@ impl Peer {
             });
             if silent >= p || unanswered {
                 gave_up |= silent >= p;
+                failed = failed.saturating_add(1);
                 if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
                     bump(&self.dev.counters.retry_exceeded);
                 }
@@ -499,6 +523,8 @@ impl Peer {
         }
         if gave_up {
             bump(&self.dev.counters.silences);
+            let ms = u32::try_from(silent / 1_000_000).unwrap_or(u32::MAX);
+            PeerTrace { peer: &self.ip }.peer_silence(ms, failed);
             pr_info!(
                 "peer {}.{}.{}.{} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
                 self.ip[0],
@@ -527,6 +553,8 @@ impl Peer {
         }
         if v.reset {
             bump(&self.dev.counters.restarts);
+            let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
+            PeerTrace { peer: &self.ip }.peer_restart(qps);
             pr_info!(
                 "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",
                 self.ip[0],

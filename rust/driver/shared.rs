@@ -174,19 +174,24 @@ impl Shared {
         drop(entry);
     }
 
-    /// Fills `out` with the port counters (counters.rs). Process context.
-    pub(crate) fn port_counters(&self, out: &mut [u64]) -> Result {
-        // The connections are collected under the table lock and read one
-        // by one after it (a peer's lock is not taken under a leaf lock).
+    /// The device's peer connections now, to be looked at one by one
+    /// without the table lock (a peer's lock is not taken under a leaf
+    /// lock). Process context.
+    pub(super) fn peers(&self) -> Result<KVec<Arc<PeerNode>>> {
         let mut peers = KVec::new();
         let n = self.tables.lock().peers.len();
         peers.reserve(n, GFP_KERNEL)?;
-        {
-            let t = self.tables.lock();
-            for p in t.peers.iter().take(n) {
-                peers.push(p.clone(), GFP_ATOMIC)?;
-            }
+        let t = self.tables.lock();
+        // Room was made for `n`; a connection added since is left out.
+        for p in t.peers.iter().take(n) {
+            peers.push(p.clone(), GFP_ATOMIC)?;
         }
+        Ok(peers)
+    }
+
+    /// Fills `out` with the port counters (counters.rs). Process context.
+    pub(crate) fn port_counters(&self, out: &mut [u64]) -> Result {
+        let peers = self.peers()?;
         self.counters.fill(out, peers.len(), |total| {
             for p in peers.iter() {
                 let ps = p.st.lock();

@@ -40,6 +40,7 @@ use crate::abstractions::{
     memory::KernelMemory,
     net::{NetPort, Timer},
     sync::SpinLockBh,
+    trace::PeerTrace,
     types::{Access, QpCaps, QpId, QpState, RecvWr, SendOp, SendWr, Wc, WcOpcode, WcStatus},
 };
 use crate::transport::{
@@ -334,6 +335,12 @@ impl QpShared {
     /// The error state without a connection (not attached, or the caller
     /// cancels the streams).
     pub(super) fn flush(&self, st: &mut QpInner) {
+        if st.state != QpState::Err && !st.dead {
+            let ip = st.peer.as_ref().map_or([0; 4], |p| p.ip);
+            // `enum ib_qp_state` numbers the states in this order.
+            let from = st.state as u32;
+            PeerTrace { peer: &ip }.qp_error(self.qpn, st.dest_qp, from);
+        }
         st.state = QpState::Err;
         st.owed.clear();
         if st.dead {

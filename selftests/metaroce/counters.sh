@@ -13,7 +13,8 @@
 #   3. 3% netem loss from A: A counts more data sent than crossed the wire,
 #      and sent again (resent or relocated) at least as many as were lost;
 #   4. truncated copies of real datagrams injected from B's address: A's
-#      rcvd_dropped rises, by no more than the copies sent;
+#      rcvd_dropped rises, by no more than the copies sent, and so does
+#      drop_truncated, and no other drop reason;
 #   5. the counters never went back between two reads;
 #   6. tshark, recording the lossless run, dissects it with
 #      tools/dissector/metaroce.lua: A's data packets, none malformed (SKIP
@@ -29,9 +30,14 @@ metaroce_integrity_needs ip rdma python3 tc
 names="sent_data_pkts resent_pkts spurious_resends relocated_pkts path_moves
 retransmit_timeouts sent_acks sent_naks rcvd_data_pkts duplicate_pkts
 rcvd_acks rcvd_naks ecn_marks_echoed rcvd_dropped hellos_sent peer_restarts
-peer_silences retry_exceeded_err peer_connections"
+peer_silences retry_exceeded_err peer_connections
+drop_truncated drop_version drop_packet_type drop_opcode drop_nak_code
+drop_flags drop_reserved drop_payload_length drop_bounds drop_connection
+drop_path drop_window drop_ack drop_nak drop_hello refused_remote_access
+refused_invalid_request refused_rnr refused_remote_operation"
+drops=$(echo $names | tr ' ' '\n' | grep '^drop_')
 
-ktap_plan 17
+ktap_plan 18
 
 dir=$(mktemp -d)
 ipid=
@@ -197,5 +203,15 @@ dropped=$(delta "$dir/a2" "$dir/a3" rcvd_dropped)
 ktap_info "truncated copies sent $sent, A's rcvd_dropped rose by $dropped"
 check "truncated copies raise A's rcvd_dropped, by no more than were sent" \
 	test "${sent:-0}" -gt 0 -a "$dropped" -gt 0 -a "$dropped" -le "${sent:-0}"
+other=0
+for n in $drops; do
+	[ "$n" = drop_truncated ] && continue
+	d=$(delta "$dir/a2" "$dir/a3" "$n")
+	[ "$d" = 0 ] || ktap_info "$n rose by $d"
+	other=$((other + d))
+done
+ktap_info "drop_truncated rose by $(delta "$dir/a2" "$dir/a3" drop_truncated), the other drop reasons by $other"
+check "they count as drop_truncated, and as no other drop reason" \
+	test "$(delta "$dir/a2" "$dir/a3" drop_truncated)" = "$dropped" -a "$other" = 0
 check "no counter went back" monotone "$dir/a1" "$dir/a3"
 ktap_finish

@@ -26,7 +26,7 @@ require_tools ip rdma tc python3 sysctl
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 PLANES=4
-ktap_plan 9
+ktap_plan 11
 trap 'rdma_fabric_down' EXIT
 fabric_point metaroce $PLANES
 
@@ -81,6 +81,20 @@ check "the transfer completes with verified data though plane 1 failed" \
 	eval '[ $crc = 0 ] && [ $src = 0 ] && grep -q "^mr-integrity: PASS" "$dir/client"'
 check "the failed plane carries nothing after it failed" test "$((after[1] - before[1]))" -eq 0
 check "the other planes carry the rest (over 1 MB)" test "$moved" -gt 1000000
+# A's telemetry (rust/driver/telemetry.rs): its paths on plane 1 moved.
+tele=/sys/kernel/debug/metaroce/$RDMA_A
+path_sum() { # DEVICE KEY: KEY summed over the device's paths
+	awk -v key="$2" '$1 == "path" {
+		for (i = 3; i < NF; i += 2) if ($i == key) s += $(i + 1)
+	} END { print s + 0 }' "/sys/kernel/debug/metaroce/$1"
+}
+if [ -r "$tele" ]; then
+	grep '^path ' "$tele" | while IFS= read -r l; do ktap_info "A: $l"; done
+	check "A's telemetry shows its paths moved off the failed plane" \
+		test "$(path_sum "$RDMA_A" moves)" -gt 0
+else
+	ktap_skip "A's telemetry shows its paths moved" "no $tele (debugfs)"
+fi
 rm -rf "$dir"
 
 # ECN: a bottleneck queue on every plane that marks instead of dropping.
@@ -110,4 +124,15 @@ check "the bottleneck queues marked packets CE" test "$marks" -gt 0
 echoed=$(( $(sniff_field ecn "$ab" echoed) + $(sniff_field ecn "$ba" echoed) ))
 ktap_info "ACKs echoed $echoed marks; $(sniff_field ecn "$ab" ce) marked packets of A's reached B"
 check "the receivers counted the marks and echoed them in ACKs" test "$echoed" -gt 0
+if [ -r "$tele" ]; then
+	m_a=$(path_sum "$RDMA_A" ce_marked)
+	m_b=$(path_sum "$RDMA_B" ce_marked)
+	e_a=$(path_sum "$RDMA_A" ce_echoed)
+	e_b=$(path_sum "$RDMA_B" ce_echoed)
+	ktap_info "telemetry: marked arrivals A $m_a, B $m_b; marks echoed to A $e_a, to B $e_b"
+	check "the paths' telemetry counts the marks and their echoes" \
+		test $((m_a + m_b)) -gt 0 -a $((e_a + e_b)) -gt 0
+else
+	ktap_skip "the paths' telemetry counts the marks" "no $tele (debugfs)"
+fi
 ktap_finish

@@ -20,7 +20,12 @@
 # only the points whose name matches), BENCH_PERF (1: a flat kernel and user
 # profile of the whole guest during every bandwidth run, with perf's cpu-clock
 # sampling, written as OUT/perf-POINT-TRANSPORT-REPEAT.txt; needs perf, and
-# the server waits on perf's start, so the figures are not the plain ones).
+# the server waits on perf's start, so the figures are not the plain ones),
+# BENCH_BASE_KO (a metaroce.ko of another revision, built for this kernel:
+# the latency point is also run alternating that module and this one, each
+# loaded in turn into this boot, as points "write_lat base" and "write_lat
+# this"; boot-to-boot drift, which moves latency by a third under TCG, then
+# hits both alike).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -92,7 +97,7 @@ listening() {
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid line value="" pf="" c0 d0 t0 cpu
 	shift 5
-	if [ "$type" = metaroce ]; then da=$RDMA_A db=$RDMA_B; else da=$RXE_A db=$RXE_B; fi
+	if [ "$type" = rxe ]; then da=$RXE_A db=$RXE_B; else da=$RDMA_A db=$RDMA_B; fi
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
 	port=$((port + 1))
@@ -191,6 +196,32 @@ point "write_bw delay 1ms" bw ib_write_bw "${bw[@]}"
 netem_clear
 point "write_lat" lat ib_write_lat -s 2 -n 500
 devices_down
+# A/B: this module against BENCH_BASE_KO, loaded in turn.
+if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
+	grep -qE -e "$BENCH_FILTER" <<<"write_lat"; }; then
+	echo "# A/B: write_lat, $BENCH_BASE_KO against this module, alternating"
+	for ((r = 1; r <= repeat; r++)); do
+		for which in base this; do
+			rmmod metaroce || { echo "# cannot unload metaroce"; break 2; }
+			if [ "$which" = base ]; then
+				insmod "$BENCH_BASE_KO" || { echo "# cannot load $BENCH_BASE_KO"; break 2; }
+			else
+				modprobe metaroce || rdma_type_load metaroce
+			fi
+			devices_up || {
+				echo "# no fabric with the $which module"
+				devices_down
+				break 2
+			}
+			run_once "write_lat $which" metaroce lat ib_write_lat "$r" -s 2 -n 500
+			devices_down
+		done
+	done
+	# The rest runs on this module.
+	if [ "$(cat /sys/module/metaroce/srcversion 2>/dev/null)" != "$(modinfo -F srcversion metaroce 2>/dev/null)" ]; then
+		rmmod metaroce && modprobe metaroce
+	fi
+fi
 
 for planes in 1 2 4 8; do
 	echo "# $planes planes of $rate each"
@@ -212,5 +243,6 @@ for planes in 1 2 4 8; do
 	fi
 	devices_down
 done
+
 rm -rf "$logs"
 echo "# done"

@@ -41,6 +41,7 @@ use super::path::{AckError, Arrival, RecvPath, SendPath, WINDOW};
 use super::rtt::{Rtt, MAX_RTO_US};
 use super::seq::{before, Bits256};
 use super::stream::MAX_OUTSTANDING;
+use super::trace::{TraceEvent, TraceRing};
 use super::wire::{
     self, flags, AckHeader, Atomic, Common, DataHeader, DecodeError, NakCode, NakHeader, Opcode,
     Origin, Packet, PacketType, Remote,
@@ -232,6 +233,120 @@ pub enum RecvError {
     Hello,
 }
 
+/// The number of reasons a datagram is dropped for ([`RecvError::reason`]).
+pub const DROP_REASONS: usize = 15;
+
+/// The name of each drop reason, by [`RecvError::reason`] (port counters
+/// `drop_<name>`, Documentation/observability.md).
+pub const DROP_NAMES: [&str; DROP_REASONS] = [
+    "truncated",
+    "version",
+    "packet_type",
+    "opcode",
+    "nak_code",
+    "flags",
+    "reserved",
+    "payload_length",
+    "bounds",
+    "connection",
+    "path",
+    "window",
+    "ack",
+    "nak",
+    "hello",
+];
+
+/// The number of ways a message is refused (NAK codes 1 to 4).
+pub const REFUSALS: usize = 4;
+
+impl RecvError {
+    /// Its counter in [`Stats::drops`]: one per decoder error kind, then one
+    /// per connection-level reason.
+    pub const fn reason(&self) -> usize {
+        match self {
+            Self::Decode(d) => match d {
+                DecodeError::Truncated => 0,
+                DecodeError::Version(_) => 1,
+                DecodeError::PacketType(_) => 2,
+                DecodeError::Opcode(_) => 3,
+                DecodeError::NakCode(_) => 4,
+                DecodeError::Flags(_) => 5,
+                DecodeError::Reserved => 6,
+                DecodeError::PayloadLength => 7,
+                DecodeError::Bounds => 8,
+            },
+            Self::Connection(_) => 9,
+            Self::Path(_) => 10,
+            Self::Window => 11,
+            Self::Ack => 12,
+            Self::Nak => 13,
+            Self::Hello => 14,
+        }
+    }
+}
+
+/// Counters of one path, for telemetry ([`Connection::path_info`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Data packets sent on the path (first transmissions, resends and
+    /// packets moved here from a failed path).
+    pub sent: u64,
+    /// Packets found lost on the path (a SACK hole or a probe) and resent
+    /// on it.
+    pub resent: u64,
+    /// Packets moved off the path after it failed.
+    pub relocated: u64,
+    /// Probe timer expiries.
+    pub timeouts: u64,
+    /// Moves to a new source port.
+    pub moves: u64,
+    /// CE marks the receiver echoed for the path.
+    pub ce_echoed: u64,
+    /// New data packets received on the path.
+    pub rcvd: u64,
+    /// Duplicate data packets received on it.
+    pub duplicates: u64,
+    /// Arriving data packets marked CE.
+    pub ce_marked: u64,
+}
+
+impl PathStats {
+    /// All counters zero.
+    pub const EMPTY: Self = Self {
+        sent: 0,
+        resent: 0,
+        relocated: 0,
+        timeouts: 0,
+        moves: 0,
+        ce_echoed: 0,
+        rcvd: 0,
+        duplicates: 0,
+        ce_marked: 0,
+    };
+}
+
+/// What a path looks like now, for telemetry ([`Connection::path_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathInfo {
+    /// The UDP source port our packets take (the path's route).
+    pub sport: u16,
+    /// The source port the peer's packets on this path came from last.
+    pub peer_sport: u16,
+    /// Congestion window, in packets.
+    pub window: u32,
+    /// Packets in flight.
+    pub in_flight: u32,
+    /// Smoothed round trip, in microseconds (0: no sample yet).
+    pub srtt_us: u32,
+    /// Probe timer expiries since the last progress (0: healthy; more:
+    /// suspect, no new data is placed on it).
+    pub expiries: u8,
+    /// Route changes since the last progress (0: the route is proven).
+    pub strikes: u8,
+    /// Its counters.
+    pub stats: PathStats,
+}
+
 /// Counters of one connection, for telemetry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -263,6 +378,11 @@ pub struct Stats {
     pub rx_errors: u64,
     /// ACKs that reported a duplicate: resends the reordering made spurious.
     pub spurious: u64,
+    /// Datagrams dropped, by [`RecvError::reason`] (they add up to
+    /// `rx_errors`).
+    pub drops: [u64; DROP_REASONS],
+    /// Messages refused, by NAK code less one (`NakCode` as `u8` - 1).
+    pub refused: [u64; REFUSALS],
 }
 
 impl Stats {
@@ -282,6 +402,8 @@ impl Stats {
         ce_echoed: 0,
         rx_errors: 0,
         spurious: 0,
+        drops: [0; DROP_REASONS],
+        refused: [0; REFUSALS],
     };
 
     /// Adds `o`'s counts to these (a device's total over its connections).
@@ -301,6 +423,8 @@ impl Stats {
             ce_echoed,
             rx_errors,
             spurious,
+            drops,
+            refused,
         } = *o;
         self.tx_data = self.tx_data.wrapping_add(tx_data);
         self.retransmits = self.retransmits.wrapping_add(retransmits);
@@ -316,6 +440,12 @@ impl Stats {
         self.ce_echoed = self.ce_echoed.wrapping_add(ce_echoed);
         self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
         self.spurious = self.spurious.wrapping_add(spurious);
+        for (a, b) in self.drops.iter_mut().zip(drops) {
+            *a = a.wrapping_add(b);
+        }
+        for (a, b) in self.refused.iter_mut().zip(refused) {
+            *a = a.wrapping_add(b);
+        }
     }
 }
 
@@ -370,6 +500,8 @@ struct TxPath {
     /// When the current route last delivered (data out, ACKs back); 0: not
     /// since the path moved to it.
     acked_at: u64,
+    /// Its counters (the receive side's are in `RxPath`).
+    stats: PathStats,
 }
 
 impl TxPath {
@@ -401,6 +533,8 @@ struct RxPath {
     /// When a lone unacknowledged packet must be acknowledged.
     ack_at: Option<u64>,
     echo: u32,
+    /// Its counters (only the receive side's are used).
+    stats: PathStats,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -468,6 +602,7 @@ const TX_PATH_EMPTY: TxPath = TxPath {
     expiries: 0,
     strikes: 0,
     acked_at: 0,
+    stats: PathStats::EMPTY,
 };
 
 const TX_SLOT_EMPTY: TxSlot = TxSlot {
@@ -489,6 +624,7 @@ const RX_PATH_EMPTY: RxPath = RxPath {
     dup: false,
     ack_at: None,
     echo: 0,
+    stats: PathStats::EMPTY,
 };
 
 const EMPTY_NAK: NakHeader = NakHeader {
@@ -553,6 +689,8 @@ pub struct Connection<const P: usize> {
     /// Packets acknowledged since `reorder` last changed.
     reorder_quiet: u32,
     stats: Stats,
+    /// Events for tracing, until the owner takes them.
+    trace: TraceRing,
 }
 
 /// A well-mixed 32-bit hash (for source ports).
@@ -623,6 +761,7 @@ impl<const P: usize> Connection<P> {
         reorder: 0,
         reorder_quiet: 0,
         stats: Stats::EMPTY,
+        trace: TraceRing::EMPTY,
     };
 
     /// Sets up a connection that is still [`Self::EMPTY`] as `cfg` says, in
@@ -683,11 +822,57 @@ impl<const P: usize> Connection<P> {
         self.cc.window()
     }
 
-    /// Per path: (source port, window in packets, packets in flight, smoothed
-    /// RTT in microseconds). For telemetry.
-    pub fn path_info(&self, path: u16) -> Option<(u16, u32, u32, u32)> {
-        let p = self.tx.get(usize::from(path))?;
-        Some((p.sport, p.cc.window(), p.outstanding, p.rtt.srtt_us()))
+    /// Path `path` as it is now (`None` past the paths in use). For
+    /// telemetry.
+    pub fn path_info(&self, path: u16) -> Option<PathInfo> {
+        let i = usize::from(path);
+        if i >= self.n_paths() {
+            return None;
+        }
+        let p = self.tx.get(i)?;
+        let r = self.rx.get(i)?;
+        let stats = PathStats {
+            rcvd: r.stats.rcvd,
+            duplicates: r.stats.duplicates,
+            ce_marked: r.stats.ce_marked,
+            ..p.stats
+        };
+        Some(PathInfo {
+            sport: p.sport,
+            peer_sport: r.sport,
+            window: p.cc.window(),
+            in_flight: p.outstanding,
+            srtt_us: if p.rtt.is_sampled() {
+                p.rtt.srtt_us()
+            } else {
+                0
+            },
+            expiries: p.expiries,
+            strikes: p.strikes,
+            stats,
+        })
+    }
+
+    /// The oldest event recorded for tracing that was not taken yet (the
+    /// ring keeps the last [`super::trace::TRACE_RING`]).
+    pub fn poll_trace(&mut self) -> Option<TraceEvent> {
+        self.trace.pop()
+    }
+
+    /// Our receiver's fair share for the peer, in Mbit/s, as the next ACK
+    /// carries it (0: no hint).
+    pub fn rate_hint(&self) -> u32 {
+        self.hint_now()
+    }
+
+    /// The smoothed round trip over every path, in microseconds (0: no
+    /// sample yet).
+    pub const fn srtt_us(&self) -> u32 {
+        if self.rtt.is_sampled() {
+            self.rtt.srtt_us()
+        } else {
+            0
+        }
     }
 
     // ---- application side -------------------------------------------------
@@ -805,6 +990,14 @@ impl<const P: usize> Connection<P> {
         // Every ACK from now on names the rejection, so no ACK of the
         // message's packets reaches the sender without it, even if every NAK
         // is lost.
+        // A message's packets after the first refused one are refused too:
+        // the message counts once.
+        if self.rejected != Some((stream, msn, code)) {
+            let i = usize::from(code as u8).wrapping_sub(1);
+            if let Some(r) = self.stats.refused.get_mut(i) {
+                *r += 1;
+            }
+        }
         self.rejected = Some((stream, msn, code));
         let n = usize::from(self.nak_len);
         let Some(slot) = self.naks.get_mut(n) else {
@@ -926,6 +1119,7 @@ impl<const P: usize> Connection<P> {
             return;
         };
         self.stats.timeouts += 1;
+        p.stats.timeouts += 1;
         p.expiries = p.expiries.saturating_add(1);
         // The probe is the oldest packet itself, on this path, even if it
         // waits to move to another: when every path is suspect, none takes
@@ -968,7 +1162,14 @@ impl<const P: usize> Connection<P> {
             return;
         };
         p.epoch = p.epoch.wrapping_add(1);
+        p.stats.moves += 1;
+        let from = p.sport;
         p.sport = borrowed.unwrap_or_else(|| port_for(seed, i as u16, p.epoch));
+        self.trace.push(TraceEvent::PathMoved {
+            path: i as u16,
+            from,
+            to: p.sport,
+        });
         p.acked_at = 0;
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
@@ -1007,8 +1208,11 @@ impl<const P: usize> Connection<P> {
         ce: bool,
     ) -> Result<Received<'a>, RecvError> {
         let r = self.receive(now, buf, sport, ce);
-        if r.is_err() {
+        if let Err(e) = &r {
             self.stats.rx_errors += 1;
+            if let Some(d) = self.stats.drops.get_mut(e.reason()) {
+                *d += 1;
+            }
         }
         r
     }
@@ -1079,11 +1283,16 @@ impl<const P: usize> Connection<P> {
             || ce
             || arrival == Arrival::Duplicate
             || (had_holes && !rx.seq.has_holes());
+        if ce {
+            rx.stats.ce_marked += 1;
+        }
         if arrival == Arrival::Duplicate {
             rx.dup = true;
+            rx.stats.duplicates += 1;
             self.stats.rx_duplicates += 1;
             return Ok(Received::Duplicate);
         }
+        rx.stats.rcvd += 1;
         if let Some(o) = hdr.origin {
             // The first copy went on another path: count it received there,
             // and drop this one if the first copy made it after all.
@@ -1207,6 +1416,7 @@ impl<const P: usize> Connection<P> {
         // Congestion control.
         if ack.ecn_ce > 0 {
             self.stats.ce_echoed += u64::from(ack.ecn_ce);
+            p.stats.ce_echoed += u64::from(ack.ecn_ce);
             // Coupled decrease: the connection gives up what the marked path
             // gave up, so a congested path sheds its load onto the others
             // while marks on every path still halve the whole.
@@ -1214,9 +1424,21 @@ impl<const P: usize> Connection<P> {
             if p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight())) {
                 self.cc.reduce(before - p.cc.window());
             }
+            self.trace.push(TraceEvent::Ecn {
+                path: path as u16,
+                marks: ack.ecn_ce,
+                path_window: p.cc.window(),
+                conn_window: self.cc.window(),
+            });
         } else if out.newly_acked > 0 {
             p.cc.on_acked(out.newly_acked);
             self.cc.on_acked(out.newly_acked);
+        }
+        if self.pace_mbps != ack.rate_hint_mbps {
+            self.trace.push(TraceEvent::RateHint {
+                from: self.pace_mbps,
+                to: ack.rate_hint_mbps,
+            });
         }
         self.pace_mbps = ack.rate_hint_mbps;
         if ack.rate_hint_mbps > 0 {
@@ -1527,6 +1749,14 @@ impl<const P: usize> Connection<P> {
         p.next_order = p.next_order.wrapping_add(1);
         let slot = *slot;
         self.stats.retransmits += 1;
+        p.stats.resent += 1;
+        p.stats.sent += 1;
+        let sport = p.sport;
+        self.trace.push(TraceEvent::Resend {
+            path: i as u16,
+            psn,
+            sport,
+        });
         let extra = flags::RETRANSMIT | flags::ACK_REQ;
         self.encode_slot(i, psn, &slot, extra, now, buf)
     }
@@ -1578,6 +1808,7 @@ impl<const P: usize> Connection<P> {
         p.next_order = p.next_order.wrapping_add(1);
         p.slots[psn as usize % SLOTS] = slot;
         p.outstanding += 1;
+        p.stats.sent += 1;
         if p.deadline.is_none() {
             p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         }
@@ -1612,6 +1843,14 @@ impl<const P: usize> Connection<P> {
         self.outstanding = self.outstanding.saturating_sub(1);
         let new_psn = self.place(target, moved, now)?;
         self.stats.relocations += 1;
+        if let Some(p) = self.tx.get_mut(src) {
+            p.stats.relocated += 1;
+        }
+        self.trace.push(TraceEvent::Relocate {
+            from: src as u16,
+            psn,
+            to: target as u16,
+        });
         self.encode_slot(target, new_psn, &moved, flags::RETRANSMIT, now, buf)
     }
 

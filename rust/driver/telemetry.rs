@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-peer and per-path telemetry: one debugfs file per device,
+//! `/sys/kernel/debug/metaroce/<device>`, read without stopping traffic
+//! (each connection is copied out under its lock, then formatted).
+//!
+//! debugfs, not netlink: this is a diagnostic view for operators and for
+//! `tools/viewer` (its fields may grow with the transport), readable by root
+//! only; the stable counters are the port counters (`rdma statistic`,
+//! counters.rs). The format is one record per line, a keyword then `key
+//! value` pairs, described field by field in Documentation/observability.md:
+//!
+//! ```text
+//! device metaroceA peers 1 payload 1408
+//! peer 10.0.0.2 state up ...
+//! path 0 sport 51234 ...
+//! ```
+//!
+//! Safe Rust only.
+
+use super::state::{PeerNode, Shared, PATHS};
+use crate::transport::conn::{PathInfo, Stats, DROP_NAMES};
+use core::fmt::{self, Write};
+use kernel::{alloc::KVec, sync::Arc};
+
+/// What a debugfs read shows: the device's connections.
+pub(crate) struct Telemetry {
+    pub(crate) dev: Arc<Shared>,
+    /// The device's name when it was made (a later rename is not followed).
+    pub(crate) name: KVec<u8>,
+}
+
+/// One connection as copied out under its lock.
+struct PeerView {
+    ip: [u8; 4],
+    ready: bool,
+    dead: bool,
+    epoch: u32,
+    remote: u32,
+    qps: usize,
+    window: u32,
+    in_flight: u32,
+    srtt_us: u32,
+    pace_mbps: u32,
+    hint_mbps: u32,
+    stats: Stats,
+    paths: [Option<PathInfo>; PATHS],
+}
+
+fn view(p: &PeerNode) -> PeerView {
+    let ps = p.st.lock();
+    let c = &ps.conn;
+    let mut paths = [None; PATHS];
+    for (i, slot) in paths.iter_mut().enumerate() {
+        *slot = c.path_info(i as u16);
+    }
+    PeerView {
+        ip: p.ip,
+        ready: ps.hs.ready(),
+        dead: ps.dead,
+        epoch: ps.hs.epoch(),
+        remote: ps.hs.remote(),
+        qps: ps.streams.len(),
+        window: c.window(),
+        in_flight: c.outstanding(),
+        srtt_us: c.srtt_us(),
+        pace_mbps: c.pace_mbps(),
+        hint_mbps: c.rate_hint(),
+        stats: *c.stats(),
+        paths,
+    }
+}
+
+/// A path's state word: `up` (proven, healthy), `suspect` (its probe timer
+/// expired without progress: no new data goes there), `moved` (on a new
+/// source port not yet proven).
+fn path_state(p: &PathInfo) -> &'static str {
+    if p.expiries > 0 {
+        "suspect"
+    } else if p.strikes > 0 {
+        "moved"
+    } else {
+        "up"
+    }
+}
+
+fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
+    let [a, b, c, d] = v.ip;
+    let state = if v.dead {
+        "dead"
+    } else if v.ready {
+        "up"
+    } else {
+        "connecting"
+    };
+    let s = &v.stats;
+    write!(
+        f,
+        "peer {a}.{b}.{c}.{d} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_mbps {} hint_mbps {}",
+        v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_mbps, v.hint_mbps
+    )?;
+    write!(
+        f,
+        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {}",
+        s.tx_data, s.retransmits, s.spurious, s.relocations, s.path_moves, s.timeouts,
+        s.tx_acks, s.rx_acks, s.tx_naks, s.rx_naks, s.rx_data, s.rx_duplicates, s.ce_echoed,
+        s.rx_errors
+    )?;
+    for (name, n) in DROP_NAMES.iter().zip(s.drops.iter()) {
+        if *n > 0 {
+            write!(f, " drop_{name} {n}")?;
+        }
+    }
+    writeln!(f)?;
+    for (i, p) in v.paths.iter().enumerate() {
+        let Some(p) = p else { continue };
+        let t = &p.stats;
+        writeln!(
+            f,
+            "path {i} sport {} peer_sport {} state {} window {} in_flight {} srtt_us {} sent {} resent {} relocated {} timeouts {} moves {} ce_echoed {} rcvd {} duplicates {} ce_marked {}",
+            p.sport, p.peer_sport, path_state(p), p.window, p.in_flight, p.srtt_us,
+            t.sent, t.resent, t.relocated, t.timeouts, t.moves, t.ce_echoed,
+            t.rcvd, t.duplicates, t.ce_marked
+        )?;
+    }
+    Ok(())
+}
+
+/// Formats the device's telemetry (the debugfs read; process context).
+pub(crate) fn write(t: &Telemetry, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let peers = t.dev.peers().map_err(|_| fmt::Error)?;
+    f.write_str("device ")?;
+    for ch in t.name.iter() {
+        f.write_char(char::from(*ch))?;
+    }
+    writeln!(f, " peers {} payload {}", peers.len(), t.dev.payload)?;
+    for p in peers.iter() {
+        let v = view(p);
+        write_peer(f, &v)?;
+    }
+    Ok(())
+}
