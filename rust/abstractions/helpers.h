@@ -73,13 +73,13 @@ bool mr_cancel_work_sync(struct work_struct *work);
 u64 mr_ktime_get_ns(void);
 
 /* Tracepoints (trace.c, metaroce_trace.h). */
-void mr_trace_resend(const u8 *peer, u16 path, u32 psn, u32 sport);
-void mr_trace_relocate(const u8 *peer, u16 path, u32 psn, u32 to);
-void mr_trace_path_moved(const u8 *peer, u16 path, u32 from, u32 to);
-void mr_trace_ecn(const u8 *peer, u16 path, u32 marks, u32 pw, u32 cw);
-void mr_trace_rate_hint(const u8 *peer, u32 from, u32 to);
+void mr_trace_resend(const u8 *peer, u16 path, u32 psn, u16 sport);
+void mr_trace_relocate(const u8 *peer, u16 path, u32 psn, u16 to_path);
+void mr_trace_path_moved(const u8 *peer, u16 path, u16 from_sport, u16 to_sport);
+void mr_trace_ecn(const u8 *peer, u16 path, u16 marks, u32 path_window, u32 conn_window);
+void mr_trace_rate_hint(const u8 *peer, u32 from_mbps, u32 to_mbps);
 void mr_trace_peer_restart(const u8 *peer, u32 qps);
-void mr_trace_peer_silence(const u8 *peer, u32 silent_ms, u32 failed);
+void mr_trace_peer_silence(const u8 *peer, u32 silent_ms, u32 qps_failed);
 void mr_trace_qp_error(const u8 *peer, u32 qpn, u32 dest_qpn, u32 from_state);
 
 #endif

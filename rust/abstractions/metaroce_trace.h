@@ -4,6 +4,7 @@
  * tracing one by one. Only their definitions are C; the module's Rust code
  * raises them through the one-line functions of trace.c
  * (rust/abstractions/trace.rs). Documentation/observability.md lists them.
+ * Every event names the peer host (`peer`, an IPv4 address).
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM metaroce
@@ -13,89 +14,150 @@
 
 #include <linux/tracepoint.h>
 
-/* Events about one path of the connection to a peer. */
-DECLARE_EVENT_CLASS(metaroce_path_class,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
+/* A packet found lost was resent on its path. */
+TRACE_EVENT(metaroce_resend,
+	TP_PROTO(const u8 *peer, u16 path, u32 psn, u16 sport),
+	TP_ARGS(peer, path, psn, sport),
 	TP_STRUCT__entry(
 		__array(u8, peer, 4)
 		__field(u16, path)
-		__field(u32, a)
-		__field(u32, b)
-		__field(u32, c)
+		__field(u32, psn)
+		__field(u16, sport)
 	),
 	TP_fast_assign(
 		memcpy(__entry->peer, peer, 4);
 		__entry->path = path;
-		__entry->a = a;
-		__entry->b = b;
-		__entry->c = c;
+		__entry->psn = psn;
+		__entry->sport = sport;
 	),
-	TP_printk("peer=%pI4 path=%u a=%u b=%u c=%u", __entry->peer,
-		  __entry->path, __entry->a, __entry->b, __entry->c)
-);
-
-/* A packet found lost was resent on its path. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_resend,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 path=%u psn=%u sport=%u", __entry->peer,
-		  __entry->path, __entry->a, __entry->b)
+	TP_printk("peer=%pI4 path=%u psn=%u sport=%u", __entry->peer, __entry->path, __entry->psn, __entry->sport)
 );
 
 /* A packet of a failed path was moved to another path. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_relocate,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 path=%u psn=%u to_path=%u", __entry->peer,
-		  __entry->path, __entry->a, __entry->b)
+TRACE_EVENT(metaroce_relocate,
+	TP_PROTO(const u8 *peer, u16 path, u32 psn, u16 to_path),
+	TP_ARGS(peer, path, psn, to_path),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u16, path)
+		__field(u32, psn)
+		__field(u16, to_path)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->path = path;
+		__entry->psn = psn;
+		__entry->to_path = to_path;
+	),
+	TP_printk("peer=%pI4 path=%u psn=%u to_path=%u", __entry->peer, __entry->path, __entry->psn, __entry->to_path)
 );
 
 /* A path moved to a new UDP source port (a new route). */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_path_moved,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 path=%u from_sport=%u to_sport=%u", __entry->peer,
-		  __entry->path, __entry->a, __entry->b)
+TRACE_EVENT(metaroce_path_moved,
+	TP_PROTO(const u8 *peer, u16 path, u16 from_sport, u16 to_sport),
+	TP_ARGS(peer, path, from_sport, to_sport),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u16, path)
+		__field(u16, from_sport)
+		__field(u16, to_sport)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->path = path;
+		__entry->from_sport = from_sport;
+		__entry->to_sport = to_sport;
+	),
+	TP_printk("peer=%pI4 path=%u from_sport=%u to_sport=%u", __entry->peer, __entry->path, __entry->from_sport, __entry->to_sport)
 );
 
 /* An ACK echoed CE marks: the windows after the response, in packets. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_ecn,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 path=%u marks=%u path_window=%u conn_window=%u",
-		  __entry->peer, __entry->path, __entry->a, __entry->b, __entry->c)
+TRACE_EVENT(metaroce_ecn,
+	TP_PROTO(const u8 *peer, u16 path, u16 marks, u32 path_window, u32 conn_window),
+	TP_ARGS(peer, path, marks, path_window, conn_window),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u16, path)
+		__field(u16, marks)
+		__field(u32, path_window)
+		__field(u32, conn_window)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->path = path;
+		__entry->marks = marks;
+		__entry->path_window = path_window;
+		__entry->conn_window = conn_window;
+	),
+	TP_printk("peer=%pI4 path=%u marks=%u path_window=%u conn_window=%u", __entry->peer, __entry->path, __entry->marks, __entry->path_window, __entry->conn_window)
 );
 
 /* The peer's rate hint for us changed (Mbit/s, 0: none). */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_rate_hint,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 from_mbps=%u to_mbps=%u", __entry->peer,
-		  __entry->a, __entry->b)
+TRACE_EVENT(metaroce_rate_hint,
+	TP_PROTO(const u8 *peer, u32 from_mbps, u32 to_mbps),
+	TP_ARGS(peer, from_mbps, to_mbps),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u32, from_mbps)
+		__field(u32, to_mbps)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->from_mbps = from_mbps;
+		__entry->to_mbps = to_mbps;
+	),
+	TP_printk("peer=%pI4 from_mbps=%u to_mbps=%u", __entry->peer, __entry->from_mbps, __entry->to_mbps)
 );
 
 /* The peer restarted (a new incarnation): the connection starts again. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_peer_restart,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 qps=%u", __entry->peer, __entry->a)
+TRACE_EVENT(metaroce_peer_restart,
+	TP_PROTO(const u8 *peer, u32 qps),
+	TP_ARGS(peer, qps),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u32, qps)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->qps = qps;
+	),
+	TP_printk("peer=%pI4 qps=%u", __entry->peer, __entry->qps)
 );
 
 /* The peer was silent too long: waiting queue pairs failed. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_peer_silence,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 silent_ms=%u qps_failed=%u", __entry->peer,
-		  __entry->a, __entry->b)
+TRACE_EVENT(metaroce_peer_silence,
+	TP_PROTO(const u8 *peer, u32 silent_ms, u32 qps_failed),
+	TP_ARGS(peer, silent_ms, qps_failed),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u32, silent_ms)
+		__field(u32, qps_failed)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->silent_ms = silent_ms;
+		__entry->qps_failed = qps_failed;
+	),
+	TP_printk("peer=%pI4 silent_ms=%u qps_failed=%u", __entry->peer, __entry->silent_ms, __entry->qps_failed)
 );
 
-/* A queue pair entered the error state. */
-DEFINE_EVENT_PRINT(metaroce_path_class, metaroce_qp_error,
-	TP_PROTO(const u8 *peer, u16 path, u32 a, u32 b, u32 c),
-	TP_ARGS(peer, path, a, b, c),
-	TP_printk("peer=%pI4 qpn=%#x dest_qpn=%#x from_state=%u", __entry->peer,
-		  __entry->a, __entry->b, __entry->c)
+/* A queue pair entered the error state (from_state: enum ib_qp_state). */
+TRACE_EVENT(metaroce_qp_error,
+	TP_PROTO(const u8 *peer, u32 qpn, u32 dest_qpn, u32 from_state),
+	TP_ARGS(peer, qpn, dest_qpn, from_state),
+	TP_STRUCT__entry(
+		__array(u8, peer, 4)
+		__field(u32, qpn)
+		__field(u32, dest_qpn)
+		__field(u32, from_state)
+	),
+	TP_fast_assign(
+		memcpy(__entry->peer, peer, 4);
+		__entry->qpn = qpn;
+		__entry->dest_qpn = dest_qpn;
+		__entry->from_state = from_state;
+	),
+	TP_printk("peer=%pI4 qpn=%#x dest_qpn=%#x from_state=%u", __entry->peer, __entry->qpn, __entry->dest_qpn, __entry->from_state)
 );
 
 #endif /* _METAROCE_TRACE_H */

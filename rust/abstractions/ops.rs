@@ -137,7 +137,7 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
 
 /// The driver's attributes of one object in an `rdma resource ... -dd`
 /// reply being built: named values the rdma tool prints after the core's.
-/// Only lent to [`DeviceOps::qp_attrs`] for the call.
+/// Only lent to [`DeviceOps::qp_attrs`], `cq_attrs` and `mr_attrs` for the call.
 pub(crate) struct ResAttrs<'a> {
     /// The netlink message, inside the driver's attribute table.
     pub(super) skb: *mut bindings::sk_buff,

@@ -6,7 +6,7 @@
 //! each costs a call and a static-key test while its event is off.
 //! Documentation/observability.md lists them.
 
-use super::bindings;
+use super::{bindings, types::QpState};
 
 /// Events of a connection to peer `peer` (an IPv4 address).
 pub(crate) struct PeerTrace<'a> {
@@ -18,35 +18,25 @@ impl PeerTrace<'_> {
     pub(crate) fn resend(&self, path: u16, psn: u32, sport: u16) {
         // SAFETY: `peer` points to 4 readable bytes for the call (the event
         // copies them).
-        unsafe { bindings::mr_trace_resend(self.peer.as_ptr(), path, psn, u32::from(sport)) }
+        unsafe { bindings::mr_trace_resend(self.peer.as_ptr(), path, psn, sport) }
     }
 
     /// A packet of failed path `path` was moved to path `to`.
     pub(crate) fn relocate(&self, path: u16, psn: u32, to: u16) {
         // SAFETY: As in `resend`.
-        unsafe { bindings::mr_trace_relocate(self.peer.as_ptr(), path, psn, u32::from(to)) }
+        unsafe { bindings::mr_trace_relocate(self.peer.as_ptr(), path, psn, to) }
     }
 
     /// Path `path` moved from source port `from` to `to`.
     pub(crate) fn path_moved(&self, path: u16, from: u16, to: u16) {
         // SAFETY: As in `resend`.
-        unsafe {
-            bindings::mr_trace_path_moved(self.peer.as_ptr(), path, u32::from(from), u32::from(to))
-        }
+        unsafe { bindings::mr_trace_path_moved(self.peer.as_ptr(), path, from, to) }
     }
 
     /// An ACK on `path` echoed `marks` CE marks; the windows after.
     pub(crate) fn ecn(&self, path: u16, marks: u16, path_window: u32, conn_window: u32) {
         // SAFETY: As in `resend`.
-        unsafe {
-            bindings::mr_trace_ecn(
-                self.peer.as_ptr(),
-                path,
-                u32::from(marks),
-                path_window,
-                conn_window,
-            )
-        }
+        unsafe { bindings::mr_trace_ecn(self.peer.as_ptr(), path, marks, path_window, conn_window) }
     }
 
     /// The peer's rate hint changed.
@@ -68,8 +58,9 @@ impl PeerTrace<'_> {
     }
 
     /// Queue pair `qpn` (to `dest_qpn`) entered the error state from
-    /// state `from` (numbered as `enum ib_qp_state`).
-    pub(crate) fn qp_error(&self, qpn: u32, dest_qpn: u32, from: u32) {
+    /// state `from`.
+    pub(crate) fn qp_error(&self, qpn: u32, dest_qpn: u32, from: QpState) {
+        let from = from.to_raw();
         // SAFETY: As in `resend`.
         unsafe { bindings::mr_trace_qp_error(self.peer.as_ptr(), qpn, dest_qpn, from) }
     }

@@ -8,7 +8,7 @@
 //! only.
 
 use crate::abstractions::{sync::SpinLockBh, types::CounterDesc};
-use crate::transport::conn::{Stats, DROP_REASONS, REFUSALS};
+use crate::transport::stats::{Stats, DROP_REASONS, REFUSALS};
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic as KAtomic, Relaxed},
@@ -42,7 +42,7 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"peer_silences"),
     CounterDesc::new(c"retry_exceeded_err"),
     CounterDesc::new(c"peer_connections"),
-    // One per drop reason, in the order of `transport::conn::DROP_NAMES`
+    // One per drop reason, in the order of `transport::stats::DropReason::ALL`
     // (KUnit `metaroce_counters` checks).
     CounterDesc::new(c"drop_truncated"),
     CounterDesc::new(c"drop_version"),
@@ -128,7 +128,7 @@ impl Counters {
 /// The values of [`PORT_COUNTERS`]: the connections' `total`, the device's
 /// own events and its number of connections.
 fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
-    let events = [
+    let events: [u64; EVENTS] = [
         t.tx_data,
         t.retransmits,
         t.spurious,
@@ -187,16 +187,17 @@ impl Counters {
 #[kunit_tests(metaroce_counters)]
 mod tests {
     use super::{EVENTS, PORT_COUNTERS};
-    use crate::transport::conn::DROP_NAMES;
+    use crate::transport::stats::DropReason;
 
     /// The drop counters are named after the transport's reasons, in its
     /// order.
     #[test]
     fn drop_counters_follow_the_transport() {
-        for (i, name) in DROP_NAMES.iter().enumerate() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
             let d = PORT_COUNTERS[EVENTS + i].name();
             assert_eq!(d.get(..5), Some(&b"drop_"[..]));
-            assert_eq!(d.get(5..), Some(name.as_bytes()));
+            assert_eq!(d.get(5..), Some(r.name().as_bytes()));
         }
     }
 }

@@ -10,7 +10,7 @@ use super::{
     counters::bump,
     requester::{gather, sq_index},
     responder::gather_response,
-    state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
+    state::{Conn, Ipv4, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
 };
 use crate::abstractions::{
     net::{now_ns, RxPacket, TimerHandler},
@@ -164,8 +164,8 @@ impl Peer {
             return;
         }
         pr_info!(
-            "peer {}.{}.{}.{}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
-            self.ip[0], self.ip[1], self.ip[2], self.ip[3],
+            "peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            Ipv4(self.ip),
             c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
             c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
         );
@@ -328,6 +328,9 @@ impl Peer {
         // Bounds the due-deadline rounds, should one not move its deadline.
         let mut rounds = 0;
         loop {
+            // Each round may record a resend or a relocation: handed on at
+            // once, so that a burst does not overrun the connection's ring.
+            self.trace(ps);
             let t = if data {
                 ps.conn.poll_transmit(now, &mut hdr)
             } else {
@@ -526,11 +529,8 @@ impl Peer {
             let ms = u32::try_from(silent / 1_000_000).unwrap_or(u32::MAX);
             PeerTrace { peer: &self.ip }.peer_silence(ms, failed);
             pr_info!(
-                "peer {}.{}.{}.{} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
-                self.ip[0],
-                self.ip[1],
-                self.ip[2],
-                self.ip[3],
+                "peer {} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
+                Ipv4(self.ip),
                 silent / 1_000_000
             );
         }
@@ -556,11 +556,8 @@ impl Peer {
             let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
             PeerTrace { peer: &self.ip }.peer_restart(qps);
             pr_info!(
-                "peer {}.{}.{}.{} restarted: the queue pairs it answered fail\n",
-                self.ip[0],
-                self.ip[1],
-                self.ip[2],
-                self.ip[3]
+                "peer {} restarted: the queue pairs it answered fail\n",
+                Ipv4(self.ip)
             );
             let PeerInner { conn, streams, .. } = ps;
             for s in streams.iter() {

@@ -10,7 +10,9 @@ use super::{
     rd_atomic::{Initiator, Target, MAX_RD_ATOMIC},
     requester::MAX_INLINE,
     shared::{Pd, QPN_MASK},
-    state::{requests, responses, wc_opcode, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream},
+    state::{
+        requests, responses, wc_opcode, Ipv4, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream,
+    },
 };
 use crate::abstractions::{
     ops::ResAttrs,
@@ -410,10 +412,11 @@ impl Qp {
         };
         match &peer {
             Some(p) => {
-                let ip =
-                    CString::try_from_fmt(fmt!("{}.{}.{}.{}", p.ip[0], p.ip[1], p.ip[2], p.ip[3]))?;
+                let ip = CString::try_from_fmt(fmt!("{}", Ipv4(p.ip)))?;
+                // Not the connection id: any local user may read these
+                // attributes, and the id is what keeps a blind sender from
+                // forging the peer's packets (root sees it in debugfs).
                 out.string(c"peer", &ip)?;
-                out.u32_hex(c"conn_id", p.epoch.load(Relaxed))?;
             }
             None => out.string(c"peer", c"-")?,
         }

@@ -61,6 +61,24 @@ pub(crate) const PATHS: usize = 16;
 
 pub(super) type Conn = Connection<PATHS>;
 
+/// An IPv4 address, printed as the kernel log, telemetry and `rdma
+/// resource` show it (dotted decimal).
+pub(super) struct Ipv4(pub(super) [u8; 4]);
+
+impl core::fmt::Display for Ipv4 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+// The kernel's formatting macros (`pr_info!`, `fmt!`) take their own trait.
+impl kernel::fmt::Display for Ipv4 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
 /// The stream of the requests to queue pair `qpn`.
 pub(super) const fn requests(qpn: u32) -> u32 {
     qpn << 1
@@ -337,9 +355,7 @@ impl QpShared {
     pub(super) fn flush(&self, st: &mut QpInner) {
         if st.state != QpState::Err && !st.dead {
             let ip = st.peer.as_ref().map_or([0; 4], |p| p.ip);
-            // `enum ib_qp_state` numbers the states in this order.
-            let from = st.state as u32;
-            PeerTrace { peer: &ip }.qp_error(self.qpn, st.dest_qp, from);
+            PeerTrace { peer: &ip }.qp_error(self.qpn, st.dest_qp, st.state);
         }
         st.state = QpState::Err;
         st.owed.clear();

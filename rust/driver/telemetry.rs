@@ -18,10 +18,10 @@
 //!
 //! Safe Rust only.
 
-use super::state::{PeerNode, Shared, PATHS};
-use crate::transport::conn::{PathInfo, Stats, DROP_NAMES};
+use super::state::{Ipv4, PeerNode, Shared, PATHS};
+use crate::transport::stats::{DropReason, PathInfo, Stats};
 use core::fmt::{self, Write};
-use kernel::{alloc::KVec, sync::Arc};
+use kernel::{alloc::KVec, prelude::*, sync::Arc};
 
 /// What a debugfs read shows: the device's connections.
 pub(crate) struct Telemetry {
@@ -43,18 +43,24 @@ struct PeerView {
     srtt_us: u32,
     pace_mbps: u32,
     hint_mbps: u32,
+    trace_lost: u64,
     stats: Stats,
-    paths: [Option<PathInfo>; PATHS],
+    /// On the heap (about 1.5 KiB: not on a debug kernel's stack).
+    paths: KVec<PathInfo>,
 }
 
-fn view(p: &PeerNode) -> PeerView {
+fn view(p: &PeerNode) -> Result<PeerView, fmt::Error> {
+    // Room for every path before the lock: nothing is allocated under it.
+    let mut paths = KVec::with_capacity(PATHS, GFP_KERNEL).map_err(|_| fmt::Error)?;
     let ps = p.st.lock();
     let c = &ps.conn;
-    let mut paths = [None; PATHS];
-    for (i, slot) in paths.iter_mut().enumerate() {
-        *slot = c.path_info(i as u16);
+    for i in 0..PATHS {
+        if let Some(info) = c.path_info(i as u16) {
+            // Within the capacity: does not allocate.
+            paths.push(info, GFP_ATOMIC).map_err(|_| fmt::Error)?;
+        }
     }
-    PeerView {
+    Ok(PeerView {
         ip: p.ip,
         ready: ps.hs.ready(),
         dead: ps.dead,
@@ -66,9 +72,10 @@ fn view(p: &PeerNode) -> PeerView {
         srtt_us: c.srtt_us(),
         pace_mbps: c.pace_mbps(),
         hint_mbps: c.rate_hint(),
+        trace_lost: c.trace_overwritten(),
         stats: *c.stats(),
         paths,
-    }
+    })
 }
 
 /// A path's state word: `up` (proven, healthy), `suspect` (its probe timer
@@ -85,7 +92,6 @@ fn path_state(p: &PathInfo) -> &'static str {
 }
 
 fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
-    let [a, b, c, d] = v.ip;
     let state = if v.dead {
         "dead"
     } else if v.ready {
@@ -96,8 +102,9 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     let s = &v.stats;
     write!(
         f,
-        "peer {a}.{b}.{c}.{d} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_mbps {} hint_mbps {}",
-        v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_mbps, v.hint_mbps
+        "peer {} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_mbps {} hint_mbps {} trace_lost {}",
+        Ipv4(v.ip), v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_mbps, v.hint_mbps,
+        v.trace_lost
     )?;
     write!(
         f,
@@ -106,21 +113,20 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
         s.tx_acks, s.rx_acks, s.tx_naks, s.rx_naks, s.rx_data, s.rx_duplicates, s.ce_echoed,
         s.rx_errors
     )?;
-    for (name, n) in DROP_NAMES.iter().zip(s.drops.iter()) {
+    for (r, n) in DropReason::ALL.iter().zip(s.drops.iter()) {
         if *n > 0 {
-            write!(f, " drop_{name} {n}")?;
+            write!(f, " drop_{} {n}", r.name())?;
         }
     }
     writeln!(f)?;
     for (i, p) in v.paths.iter().enumerate() {
-        let Some(p) = p else { continue };
-        let t = &p.stats;
+        let (t, r) = (&p.tx, &p.rx);
         writeln!(
             f,
             "path {i} sport {} peer_sport {} state {} window {} in_flight {} srtt_us {} sent {} resent {} relocated {} timeouts {} moves {} ce_echoed {} rcvd {} duplicates {} ce_marked {}",
             p.sport, p.peer_sport, path_state(p), p.window, p.in_flight, p.srtt_us,
             t.sent, t.resent, t.relocated, t.timeouts, t.moves, t.ce_echoed,
-            t.rcvd, t.duplicates, t.ce_marked
+            r.rcvd, r.duplicates, r.ce_marked
         )?;
     }
     Ok(())
@@ -135,7 +141,7 @@ pub(crate) fn write(t: &Telemetry, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
     writeln!(f, " peers {} payload {}", peers.len(), t.dev.payload)?;
     for p in peers.iter() {
-        let v = view(p);
+        let v = view(p)?;
         write_peer(f, &v)?;
     }
     Ok(())

@@ -201,7 +201,10 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
 	grep -qE -e "$BENCH_FILTER" <<<"write_lat"; }; then
 	echo "# A/B: write_lat, $BENCH_BASE_KO against this module, alternating"
 	for ((r = 1; r <= repeat; r++)); do
-		for which in base this; do
+		# ABBA: neither module always goes first.
+		order="base this"
+		[ $((r % 2)) = 0 ] && order="this base"
+		for which in $order; do
 			rmmod metaroce || { echo "# cannot unload metaroce"; break 2; }
 			if [ "$which" = base ]; then
 				insmod "$BENCH_BASE_KO" || { echo "# cannot load $BENCH_BASE_KO"; break 2; }
@@ -217,10 +220,9 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
 			devices_down
 		done
 	done
-	# The rest runs on this module.
-	if [ "$(cat /sys/module/metaroce/srcversion 2>/dev/null)" != "$(modinfo -F srcversion metaroce 2>/dev/null)" ]; then
-		rmmod metaroce && modprobe metaroce
-	fi
+	# The rest runs on this module (whichever was loaded when a round broke off).
+	rmmod metaroce 2>/dev/null
+	modprobe metaroce || rdma_type_load metaroce
 fi
 
 for planes in 1 2 4 8; do

@@ -40,6 +40,7 @@ use super::framing::HEADER_OVERHEAD;
 use super::path::{AckError, Arrival, RecvPath, SendPath, WINDOW};
 use super::rtt::{Rtt, MAX_RTO_US};
 use super::seq::{before, Bits256};
+use super::stats::{DropReason, PathInfo, RxPathStats, Stats, TxPathStats};
 use super::stream::MAX_OUTSTANDING;
 use super::trace::{TraceEvent, TraceRing};
 use super::wire::{
@@ -233,218 +234,27 @@ pub enum RecvError {
     Hello,
 }
 
-/// The number of reasons a datagram is dropped for ([`RecvError::reason`]).
-pub const DROP_REASONS: usize = 15;
-
-/// The name of each drop reason, by [`RecvError::reason`] (port counters
-/// `drop_<name>`, Documentation/observability.md).
-pub const DROP_NAMES: [&str; DROP_REASONS] = [
-    "truncated",
-    "version",
-    "packet_type",
-    "opcode",
-    "nak_code",
-    "flags",
-    "reserved",
-    "payload_length",
-    "bounds",
-    "connection",
-    "path",
-    "window",
-    "ack",
-    "nak",
-    "hello",
-];
-
-/// The number of ways a message is refused (NAK codes 1 to 4).
-pub const REFUSALS: usize = 4;
-
 impl RecvError {
-    /// Its counter in [`Stats::drops`]: one per decoder error kind, then one
-    /// per connection-level reason.
-    pub const fn reason(&self) -> usize {
+    /// Which counter of [`Stats::drops`] it counts in.
+    pub const fn reason(&self) -> DropReason {
         match self {
             Self::Decode(d) => match d {
-                DecodeError::Truncated => 0,
-                DecodeError::Version(_) => 1,
-                DecodeError::PacketType(_) => 2,
-                DecodeError::Opcode(_) => 3,
-                DecodeError::NakCode(_) => 4,
-                DecodeError::Flags(_) => 5,
-                DecodeError::Reserved => 6,
-                DecodeError::PayloadLength => 7,
-                DecodeError::Bounds => 8,
+                DecodeError::Truncated => DropReason::Truncated,
+                DecodeError::Version(_) => DropReason::Version,
+                DecodeError::PacketType(_) => DropReason::PacketType,
+                DecodeError::Opcode(_) => DropReason::Opcode,
+                DecodeError::NakCode(_) => DropReason::NakCode,
+                DecodeError::Flags(_) => DropReason::Flags,
+                DecodeError::Reserved => DropReason::Reserved,
+                DecodeError::PayloadLength => DropReason::PayloadLength,
+                DecodeError::Bounds => DropReason::Bounds,
             },
-            Self::Connection(_) => 9,
-            Self::Path(_) => 10,
-            Self::Window => 11,
-            Self::Ack => 12,
-            Self::Nak => 13,
-            Self::Hello => 14,
-        }
-    }
-}
-
-/// Counters of one path, for telemetry ([`Connection::path_info`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PathStats {
-    /// Data packets sent on the path (first transmissions, resends and
-    /// packets moved here from a failed path).
-    pub sent: u64,
-    /// Packets found lost on the path (a SACK hole or a probe) and resent
-    /// on it.
-    pub resent: u64,
-    /// Packets moved off the path after it failed.
-    pub relocated: u64,
-    /// Probe timer expiries.
-    pub timeouts: u64,
-    /// Moves to a new source port.
-    pub moves: u64,
-    /// CE marks the receiver echoed for the path.
-    pub ce_echoed: u64,
-    /// New data packets received on the path.
-    pub rcvd: u64,
-    /// Duplicate data packets received on it.
-    pub duplicates: u64,
-    /// Arriving data packets marked CE.
-    pub ce_marked: u64,
-}
-
-impl PathStats {
-    /// All counters zero.
-    pub const EMPTY: Self = Self {
-        sent: 0,
-        resent: 0,
-        relocated: 0,
-        timeouts: 0,
-        moves: 0,
-        ce_echoed: 0,
-        rcvd: 0,
-        duplicates: 0,
-        ce_marked: 0,
-    };
-}
-
-/// What a path looks like now, for telemetry ([`Connection::path_info`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathInfo {
-    /// The UDP source port our packets take (the path's route).
-    pub sport: u16,
-    /// The source port the peer's packets on this path came from last.
-    pub peer_sport: u16,
-    /// Congestion window, in packets.
-    pub window: u32,
-    /// Packets in flight.
-    pub in_flight: u32,
-    /// Smoothed round trip, in microseconds (0: no sample yet).
-    pub srtt_us: u32,
-    /// Probe timer expiries since the last progress (0: healthy; more:
-    /// suspect, no new data is placed on it).
-    pub expiries: u8,
-    /// Route changes since the last progress (0: the route is proven).
-    pub strikes: u8,
-    /// Its counters.
-    pub stats: PathStats,
-}
-
-/// Counters of one connection, for telemetry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Data packets sent for the first time.
-    pub tx_data: u64,
-    /// Data packets resent on their path.
-    pub retransmits: u64,
-    /// Data packets moved to another path after their path failed.
-    pub relocations: u64,
-    /// Paths moved to a new source port.
-    pub path_moves: u64,
-    /// Probe and retransmission timer expiries.
-    pub timeouts: u64,
-    /// ACKs sent.
-    pub tx_acks: u64,
-    /// NAKs sent (messages refused).
-    pub tx_naks: u64,
-    /// ACKs received and taken.
-    pub rx_acks: u64,
-    /// NAKs received for a message in progress.
-    pub rx_naks: u64,
-    /// New data packets received.
-    pub rx_data: u64,
-    /// Duplicate data packets dropped.
-    pub rx_duplicates: u64,
-    /// CE-marked packets echoed to us.
-    pub ce_echoed: u64,
-    /// Datagrams dropped as malformed or not ours.
-    pub rx_errors: u64,
-    /// ACKs that reported a duplicate: resends the reordering made spurious.
-    pub spurious: u64,
-    /// Datagrams dropped, by [`RecvError::reason`] (they add up to
-    /// `rx_errors`).
-    pub drops: [u64; DROP_REASONS],
-    /// Messages refused, by NAK code less one (`NakCode` as `u8` - 1).
-    pub refused: [u64; REFUSALS],
-}
-
-impl Stats {
-    /// All counters zero.
-    pub const EMPTY: Self = Self {
-        tx_data: 0,
-        retransmits: 0,
-        relocations: 0,
-        path_moves: 0,
-        timeouts: 0,
-        tx_acks: 0,
-        tx_naks: 0,
-        rx_acks: 0,
-        rx_naks: 0,
-        rx_data: 0,
-        rx_duplicates: 0,
-        ce_echoed: 0,
-        rx_errors: 0,
-        spurious: 0,
-        drops: [0; DROP_REASONS],
-        refused: [0; REFUSALS],
-    };
-
-    /// Adds `o`'s counts to these (a device's total over its connections).
-    pub fn add(&mut self, o: &Self) {
-        let Self {
-            tx_data,
-            retransmits,
-            relocations,
-            path_moves,
-            timeouts,
-            tx_acks,
-            tx_naks,
-            rx_acks,
-            rx_naks,
-            rx_data,
-            rx_duplicates,
-            ce_echoed,
-            rx_errors,
-            spurious,
-            drops,
-            refused,
-        } = *o;
-        self.tx_data = self.tx_data.wrapping_add(tx_data);
-        self.retransmits = self.retransmits.wrapping_add(retransmits);
-        self.relocations = self.relocations.wrapping_add(relocations);
-        self.path_moves = self.path_moves.wrapping_add(path_moves);
-        self.timeouts = self.timeouts.wrapping_add(timeouts);
-        self.tx_acks = self.tx_acks.wrapping_add(tx_acks);
-        self.tx_naks = self.tx_naks.wrapping_add(tx_naks);
-        self.rx_acks = self.rx_acks.wrapping_add(rx_acks);
-        self.rx_naks = self.rx_naks.wrapping_add(rx_naks);
-        self.rx_data = self.rx_data.wrapping_add(rx_data);
-        self.rx_duplicates = self.rx_duplicates.wrapping_add(rx_duplicates);
-        self.ce_echoed = self.ce_echoed.wrapping_add(ce_echoed);
-        self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
-        self.spurious = self.spurious.wrapping_add(spurious);
-        for (a, b) in self.drops.iter_mut().zip(drops) {
-            *a = a.wrapping_add(b);
-        }
-        for (a, b) in self.refused.iter_mut().zip(refused) {
-            *a = a.wrapping_add(b);
+            Self::Connection(_) => DropReason::Connection,
+            Self::Path(_) => DropReason::Path,
+            Self::Window => DropReason::Window,
+            Self::Ack => DropReason::Ack,
+            Self::Nak => DropReason::Nak,
+            Self::Hello => DropReason::Hello,
         }
     }
 }
@@ -500,8 +310,7 @@ struct TxPath {
     /// When the current route last delivered (data out, ACKs back); 0: not
     /// since the path moved to it.
     acked_at: u64,
-    /// Its counters (the receive side's are in `RxPath`).
-    stats: PathStats,
+    stats: TxPathStats,
 }
 
 impl TxPath {
@@ -533,8 +342,7 @@ struct RxPath {
     /// When a lone unacknowledged packet must be acknowledged.
     ack_at: Option<u64>,
     echo: u32,
-    /// Its counters (only the receive side's are used).
-    stats: PathStats,
+    stats: RxPathStats,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -602,7 +410,7 @@ const TX_PATH_EMPTY: TxPath = TxPath {
     expiries: 0,
     strikes: 0,
     acked_at: 0,
-    stats: PathStats::EMPTY,
+    stats: TxPathStats::EMPTY,
 };
 
 const TX_SLOT_EMPTY: TxSlot = TxSlot {
@@ -624,7 +432,7 @@ const RX_PATH_EMPTY: RxPath = RxPath {
     dup: false,
     ack_at: None,
     echo: 0,
-    stats: PathStats::EMPTY,
+    stats: RxPathStats::EMPTY,
 };
 
 const EMPTY_NAK: NakHeader = NakHeader {
@@ -831,12 +639,6 @@ impl<const P: usize> Connection<P> {
         }
         let p = self.tx.get(i)?;
         let r = self.rx.get(i)?;
-        let stats = PathStats {
-            rcvd: r.stats.rcvd,
-            duplicates: r.stats.duplicates,
-            ce_marked: r.stats.ce_marked,
-            ..p.stats
-        };
         Some(PathInfo {
             sport: p.sport,
             peer_sport: r.sport,
@@ -849,7 +651,8 @@ impl<const P: usize> Connection<P> {
             },
             expiries: p.expiries,
             strikes: p.strikes,
-            stats,
+            tx: p.stats,
+            rx: r.stats,
         })
     }
 
@@ -857,6 +660,11 @@ impl<const P: usize> Connection<P> {
     /// ring keeps the last [`super::trace::TRACE_RING`]).
     pub fn poll_trace(&mut self) -> Option<TraceEvent> {
         self.trace.pop()
+    }
+
+    /// Events for tracing overwritten before they were taken.
+    pub const fn trace_overwritten(&self) -> u64 {
+        self.trace.overwritten()
     }
 
     /// Our receiver's fair share for the peer, in Mbit/s, as the next ACK
@@ -1210,7 +1018,7 @@ impl<const P: usize> Connection<P> {
         let r = self.receive(now, buf, sport, ce);
         if let Err(e) = &r {
             self.stats.rx_errors += 1;
-            if let Some(d) = self.stats.drops.get_mut(e.reason()) {
+            if let Some(d) = self.stats.drops.get_mut(e.reason() as usize) {
                 *d += 1;
             }
         }

@@ -9,8 +9,9 @@
 //! numbers and the 256-bit window bitmap (`seq`), per-path sequence and SACK
 //! state (`path`), the RTT estimator (`rtt`), congestion-control building
 //! blocks (`cc`), in-order completion of a stream's messages (`stream`), the
-//! connection state machine that ties them together (`conn`), the events it
-//! records for tracing (`trace`) and the handshake that names a
+//! connection state machine that ties them together (`conn`), what it
+//! counts (`stats`), the events it records for tracing (`trace`) and the
+//! handshake that names a
 //! connection's incarnation (`handshake`). See
 //! `Documentation/transport.md`.
 //!
@@ -27,6 +28,7 @@ pub mod handshake;
 pub mod path;
 pub mod rtt;
 pub mod seq;
+pub mod stats;
 pub mod stream;
 pub mod trace;
 pub mod wire;

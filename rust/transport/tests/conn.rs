@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::stats::DropReason;
 use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -130,11 +131,11 @@ fn failed_route_moves_the_path_and_relocates_its_packets() {
         .map(|i| p.hosts[0].conn.path_info(i).unwrap())
         .collect();
     assert!(
-        info[0].stats.moves >= 1 && info[0].stats.relocated >= 1,
+        info[0].tx.moves >= 1 && info[0].tx.relocated >= 1,
         "{info:?}"
     );
-    let sum = |f: fn(&metaroce_transport::conn::PathStats) -> u64| -> u64 {
-        info.iter().map(|i| f(&i.stats)).sum()
+    let sum = |f: fn(&metaroce_transport::stats::TxPathStats) -> u64| -> u64 {
+        info.iter().map(|i| f(&i.tx)).sum()
     };
     assert_eq!(sum(|t| t.moves), s.path_moves);
     assert_eq!(sum(|t| t.relocated), s.relocations);
@@ -148,8 +149,8 @@ fn failed_route_moves_the_path_and_relocates_its_packets() {
     let r: Vec<_> = (0..4)
         .map(|i| p.hosts[1].conn.path_info(i).unwrap())
         .collect();
-    let rcvd: u64 = r.iter().map(|i| i.stats.rcvd).sum();
-    let dups: u64 = r.iter().map(|i| i.stats.duplicates).sum();
+    let rcvd: u64 = r.iter().map(|i| i.rx.rcvd).sum();
+    let dups: u64 = r.iter().map(|i| i.rx.duplicates).sum();
     let rs = p.hosts[1].conn.stats();
     // A relocated copy counts on the path it arrived by.
     assert!(
@@ -188,15 +189,13 @@ fn dropped_datagrams_and_refusals_are_counted_by_reason() {
     // The message's next packet: the same refusal.
     assert!(c.reject(1, 2, 0, NakCode::RemoteAccess));
     let s = c.stats();
-    let names = metaroce_transport::conn::DROP_NAMES;
-    let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
-    assert_eq!(s.drops[at("truncated")], 1, "{s:?}");
-    assert_eq!(s.drops[at("connection")], 1, "{s:?}");
+    assert_eq!(s.drops[DropReason::Truncated as usize], 1, "{s:?}");
+    assert_eq!(s.drops[DropReason::Connection as usize], 1, "{s:?}");
     assert_eq!(s.drops.iter().sum::<u64>(), 2);
     assert_eq!(s.rx_errors, 2);
     assert_eq!(s.refused, [1, 0, 0, 0]);
     // Every reason has its own index.
-    let mut seen = [false; metaroce_transport::conn::DROP_REASONS];
+    let mut seen = [false; metaroce_transport::stats::DROP_REASONS];
     for e in [
         RecvError::Decode(wire::DecodeError::Truncated),
         RecvError::Decode(wire::DecodeError::Version(9)),
@@ -214,8 +213,10 @@ fn dropped_datagrams_and_refusals_are_counted_by_reason() {
         RecvError::Nak,
         RecvError::Hello,
     ] {
-        assert!(!seen[e.reason()], "{e:?} shares an index");
-        seen[e.reason()] = true;
+        let i = e.reason() as usize;
+        assert!(!seen[i], "{e:?} shares a counter");
+        seen[i] = true;
+        assert_eq!(DropReason::ALL[i], e.reason());
     }
 }
 

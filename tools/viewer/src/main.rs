@@ -67,7 +67,8 @@ fn args() -> Result<Args, String> {
 }
 
 /// Every device's telemetry now (a device that went away between the
-/// listing and the read is left out).
+/// listing and the read is left out; one whose file does not parse, as
+/// when the kernel cut it short, is reported and left out).
 fn sample(a: &Args) -> Result<BTreeMap<String, Device>, String> {
     let rd = std::fs::read_dir(&a.dir).map_err(|e| {
         format!(
@@ -84,8 +85,12 @@ fn sample(a: &Args) -> Result<BTreeMap<String, Device>, String> {
         let Ok(text) = std::fs::read_to_string(e.path()) else {
             continue;
         };
-        let d = parse(&text).map_err(|err| format!("{}: {err}", e.path().display()))?;
-        out.insert(name, d);
+        match parse(&text) {
+            Ok(d) => {
+                out.insert(name, d);
+            }
+            Err(err) => eprintln!("metaroce-top: {}: {err}", e.path().display()),
+        }
     }
     for d in &a.devs {
         if !out.contains_key(d) {
