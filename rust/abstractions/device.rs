@@ -229,6 +229,20 @@ impl<T: DeviceOps> DeviceSet<T> {
         }
     }
 
+    /// Calls `f` with the data of every device bound to `ndev`, under the
+    /// set's lock (`f` must not add or remove devices). Safe to call from a
+    /// netdevice notifier.
+    pub(crate) fn for_each_on(&self, ndev: &NetDevice, mut f: impl FnMut(&T)) {
+        let entries = self.entries.lock();
+        for e in entries.iter().filter(|e| e.is_on(ndev)) {
+            // SAFETY: A listed device is live and its data initialised: `add`
+            // lists it after initialising the data, and `dealloc_driver`
+            // removes the entry, under this lock, before dropping the data.
+            let dev = unsafe { Device::<T>::from_raw(e.ib) };
+            f(dev);
+        }
+    }
+
     /// Queues the unregistration of `ib` if it is registered and not already
     /// going away. Returns whether a reference could be taken.
     ///

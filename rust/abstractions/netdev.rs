@@ -127,6 +127,9 @@ pub(crate) enum NetdevEvent {
     Unregister,
     /// The MTU changed.
     ChangeMtu,
+    /// The device went up, down, or its carrier changed: the port's state
+    /// may have changed.
+    LinkChange,
     /// Any other event, with its `NETDEV_*` number.
     Other(u64),
 }
@@ -136,6 +139,9 @@ impl NetdevEvent {
         match event as u32 {
             bindings::netdev_cmd_NETDEV_UNREGISTER => Self::Unregister,
             bindings::netdev_cmd_NETDEV_CHANGEMTU => Self::ChangeMtu,
+            bindings::netdev_cmd_NETDEV_UP
+            | bindings::netdev_cmd_NETDEV_DOWN
+            | bindings::netdev_cmd_NETDEV_CHANGE => Self::LinkChange,
             _ => Self::Other(event as u64),
         }
     }

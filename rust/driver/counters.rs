@@ -19,7 +19,7 @@ use kernel::{
 const N: usize = EVENTS + DROP_REASONS + REFUSALS;
 
 /// The counters before the drop reasons.
-const EVENTS: usize = 19;
+const EVENTS: usize = 20;
 
 /// The port counters' names, in the order of [`values`].
 pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
@@ -42,6 +42,7 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"peer_silences"),
     CounterDesc::new(c"retry_exceeded_err"),
     CounterDesc::new(c"peer_connections"),
+    CounterDesc::new(c"link_downed"),
     // One per drop reason, in the order of `transport::stats::DropReason::ALL`
     // (KUnit `metaroce_counters` checks).
     CounterDesc::new(c"drop_truncated"),
@@ -83,6 +84,7 @@ pub(crate) struct Counters {
     pub(super) restarts: KAtomic<u64>,
     pub(super) silences: KAtomic<u64>,
     pub(super) retry_exceeded: KAtomic<u64>,
+    pub(super) link_downed: KAtomic<u64>,
 }
 
 /// Counts one event.
@@ -107,6 +109,7 @@ impl Counters {
             restarts: KAtomic::new(0),
             silences: KAtomic::new(0),
             retry_exceeded: KAtomic::new(0),
+            link_downed: KAtomic::new(0),
         })
     }
 
@@ -148,6 +151,7 @@ fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
         c.silences.load(Relaxed),
         c.retry_exceeded.load(Relaxed),
         peers as u64,
+        c.link_downed.load(Relaxed),
     ];
     let mut v = [0; N];
     let all = Iterator::chain(events.iter(), t.drops.iter());

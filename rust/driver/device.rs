@@ -25,7 +25,14 @@ use crate::abstractions::{
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
-use kernel::{debugfs, prelude::*, sync::Arc};
+use kernel::{
+    debugfs,
+    prelude::*,
+    sync::{
+        atomic::{Atomic as KAtomic, Relaxed},
+        Arc,
+    },
+};
 
 /// The uverbs ABI version (`uapi/rdma/metaroce-abi.h`).
 pub(crate) const ABI_VERSION: u32 = 1;
@@ -45,6 +52,8 @@ pub(crate) const PORT: u32 = 1;
 /// UDP port of the net device's namespace.
 pub(crate) struct MetaroceDevice {
     shared: Arc<Shared>,
+    /// Whether the port was active at the last link event (`link_downed`).
+    link_up: KAtomic<bool>,
     /// `/sys/kernel/debug/metaroce/<name>` (telemetry.rs), removed when
     /// the device goes.
     _telemetry: Pin<KBox<debugfs::File<Telemetry>>>,
@@ -75,8 +84,18 @@ impl MetaroceDevice {
         shared.set_port(port);
         Ok(Self {
             shared,
+            link_up: KAtomic::new(ndev.is_active()),
             _telemetry: file,
         })
+    }
+
+    /// The net device went up or down or its carrier changed (netdevice
+    /// notifier, RTNL held): an active port that is no longer counts in
+    /// `link_downed`.
+    pub(crate) fn link_changed(&self, active: bool) {
+        if self.link_up.xchg(active, Relaxed) && !active {
+            self.shared.link_down();
+        }
     }
 }
 

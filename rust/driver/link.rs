@@ -58,8 +58,13 @@ impl LinkOps for Driver {
 
 impl NetdevEvents for Driver {
     fn event(&self, event: NetdevEvent, ndev: &NetDevice) {
-        if event == NetdevEvent::Unregister {
-            self.devices.unregister_by_netdev(ndev);
+        match event {
+            NetdevEvent::Unregister => self.devices.unregister_by_netdev(ndev),
+            NetdevEvent::LinkChange => {
+                let active = ndev.is_active();
+                self.devices.for_each_on(ndev, |d| d.link_changed(active));
+            }
+            _ => {}
         }
     }
 }

@@ -189,6 +189,11 @@ impl Shared {
         Ok(peers)
     }
 
+    /// The port went down (counted in `link_downed`).
+    pub(crate) fn link_down(&self) {
+        bump(&self.counters.link_downed);
+    }
+
     /// Fills `out` with the port counters (counters.rs). Process context.
     pub(crate) fn port_counters(&self, out: &mut [u64]) -> Result {
         let peers = self.peers()?;

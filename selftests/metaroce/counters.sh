@@ -16,6 +16,8 @@
 #      rcvd_dropped rises, by no more than the copies sent, and so does
 #      drop_truncated, and no other drop reason;
 #   5. the counters never went back between two reads;
+#   7. A's link set down and up: link_downed rises by exactly one on A and
+#      on B (whose veth lost its carrier);
 #   6. tshark, recording the lossless run, dissects it with
 #      tools/dissector/metaroce.lua: A's data packets, none malformed (SKIP
 #      without tshark).
@@ -30,14 +32,14 @@ metaroce_integrity_needs ip rdma python3 tc
 names="sent_data_pkts resent_pkts spurious_resends relocated_pkts path_moves
 retransmit_timeouts sent_acks sent_naks rcvd_data_pkts duplicate_pkts
 rcvd_acks rcvd_naks ecn_marks_echoed rcvd_dropped hellos_sent peer_restarts
-peer_silences retry_exceeded_err peer_connections
+peer_silences retry_exceeded_err peer_connections link_downed
 drop_truncated drop_version drop_packet_type drop_opcode drop_nak_code
 drop_flags drop_reserved drop_payload_length drop_bounds drop_connection
 drop_path drop_window drop_ack drop_nak drop_hello refused_remote_access
 refused_invalid_request refused_rnr refused_remote_operation"
 drops=$(echo $names | tr ' ' '\n' | grep '^drop_')
 
-ktap_plan 18
+ktap_plan 20
 
 dir=$(mktemp -d)
 ipid=
@@ -214,4 +216,18 @@ ktap_info "drop_truncated rose by $(delta "$dir/a2" "$dir/a3" drop_truncated), t
 check "they count as drop_truncated, and as no other drop reason" \
 	test "$(delta "$dir/a2" "$dir/a3" drop_truncated)" = "$dropped" -a "$other" = 0
 check "no counter went back" monotone "$dir/a1" "$dir/a3"
+
+# 7. The link goes down and comes back.
+snap "$NS_B" "$RDMA_B" "$dir/b3"
+ip -n "$NS_A" link set veth0 down
+sleep 1
+ip -n "$NS_A" link set veth0 up
+wait_for 20 fabric_dev_ready "$RDMA_A" "$FABRIC_IP_A"
+wait_for 20 fabric_dev_ready "$RDMA_B" "$FABRIC_IP_B"
+snap "$NS_A" "$RDMA_A" "$dir/a4" && snap "$NS_B" "$RDMA_B" "$dir/b4"
+ktap_info "link_downed rose by $(delta "$dir/a3" "$dir/a4" link_downed) on A, $(delta "$dir/b3" "$dir/b4" link_downed) on B"
+check "A's link down and up counts once in A's link_downed" \
+	test "$(delta "$dir/a3" "$dir/a4" link_downed)" = 1
+check "and once in B's, whose veth lost its carrier" \
+	test "$(delta "$dir/b3" "$dir/b4" link_downed)" = 1
 ktap_finish
