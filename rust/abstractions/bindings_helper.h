@@ -4,6 +4,7 @@
  * at build time, from the kernel tree being built against. Only the abstraction
  * layer uses the result.
  */
+#include <linux/ethtool.h>
 #include <linux/netdevice.h>
 #include <linux/notifier.h>
 #include <linux/random.h>

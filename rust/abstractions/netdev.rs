@@ -79,6 +79,36 @@ impl NetDevice {
         self.0.get()
     }
 
+    /// The link's speed in Mbit/s as ethtool reports it (`None`: unknown or
+    /// no link). The caller holds RTNL (a netdevice notifier does); see
+    /// [`Self::speed_mbps`] otherwise.
+    pub(crate) fn speed_mbps_rtnl_held(&self) -> Option<u32> {
+        let mut ks = core::mem::MaybeUninit::<bindings::ethtool_link_ksettings>::zeroed();
+        // SAFETY: The device is valid and the caller holds RTNL, which the
+        // driver's `get_link_ksettings` expects (a missing lock is a WARN,
+        // not memory unsafety); `ks` is valid for writes.
+        let r = unsafe { bindings::__ethtool_get_link_ksettings(self.as_raw(), ks.as_mut_ptr()) };
+        if r != 0 {
+            return None;
+        }
+        // SAFETY: Zero is a valid value of this plain-data struct, which the
+        // call filled in.
+        let speed = unsafe { ks.assume_init() }.base.speed;
+        // SPEED_UNKNOWN is -1 in a u32.
+        (speed != 0 && speed != u32::MAX).then_some(speed)
+    }
+
+    /// [`Self::speed_mbps_rtnl_held`] from process context without RTNL
+    /// (it is taken here: may sleep).
+    pub(crate) fn speed_mbps(&self) -> Option<u32> {
+        // SAFETY: Process context without RTNL, as documented.
+        unsafe { bindings::rtnl_lock() };
+        let s = self.speed_mbps_rtnl_held();
+        // SAFETY: Taken above.
+        unsafe { bindings::rtnl_unlock() };
+        s
+    }
+
     /// The interface index (`ifindex`).
     pub(crate) fn ifindex(&self) -> i32 {
         // SAFETY: The device is valid; `ifindex` is fixed while it is registered.

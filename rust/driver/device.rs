@@ -69,7 +69,8 @@ impl MetaroceDevice {
         ports: &NetPorts<Shared>,
         dir: &debugfs::Dir,
     ) -> Result<Self> {
-        let shared = Shared::new(max_payload(ndev.mtu()))?;
+        // `rdma link add` holds no RTNL: the link speed may be read here.
+        let shared = Shared::new(max_payload(ndev.mtu()), ndev.speed_mbps())?;
         let mut bytes = KVec::new();
         bytes.extend_from_slice(name.to_bytes(), GFP_KERNEL)?;
         let data = Telemetry {
@@ -91,11 +92,13 @@ impl MetaroceDevice {
 
     /// The net device went up or down or its carrier changed (netdevice
     /// notifier, RTNL held): an active port that is no longer counts in
-    /// `link_downed`.
-    pub(crate) fn link_changed(&self, active: bool) {
+    /// `link_downed`; the capacity shared among senders follows a link
+    /// speed `link_mbps` that changed.
+    pub(crate) fn link_changed(&self, active: bool, link_mbps: Option<u32>) {
         if self.link_up.xchg(active, Relaxed) && !active {
             self.shared.link_down();
         }
+        self.shared.set_capacity(link_mbps);
     }
 }
 

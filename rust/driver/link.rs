@@ -62,7 +62,9 @@ impl NetdevEvents for Driver {
             NetdevEvent::Unregister => self.devices.unregister_by_netdev(ndev),
             NetdevEvent::LinkChange => {
                 let active = ndev.is_active();
-                self.devices.for_each_on(ndev, |d| d.link_changed(active));
+                let speed = ndev.speed_mbps_rtnl_held();
+                self.devices
+                    .for_each_on(ndev, |d| d.link_changed(active, speed));
             }
             _ => {}
         }

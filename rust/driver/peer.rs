@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A device's connection to one peer host (`Peer`): the hello exchange that
-//! names its incarnation, the pump that lets every queue pair on it post and
-//! sends what the transport has to send, the arrival of its datagrams, its
-//! timer, and the failure of the queue pairs waiting on a peer gone silent.
-//! Safe Rust only.
+//! A device's connection to one peer host (`Peer`): the pump that drives the
+//! transport's session and connection (hellos, liveness, the receiver's fair
+//! share, what the connection has to send), lets every queue pair on it
+//! post, and completes what is over; the arrival of its datagrams; its timer;
+//! what a peer's restart or silence does to its queue pairs. The rules of
+//! all of these live in `transport::session`; here they meet the queue
+//! pairs. Safe Rust only.
 
 use super::{
     counters::bump,
@@ -20,7 +22,7 @@ use crate::abstractions::{
 use crate::transport::{
     conn::{Config, Connection, Received, PORT_BASE},
     framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
-    handshake::Handshake,
+    session::{patience_ns, HelloOutcome, Session},
     trace::TraceEvent,
     wire::{self, NakCode, Packet, PacketType},
 };
@@ -34,54 +36,32 @@ pub(crate) fn paths() -> u16 {
     (*crate::module_parameters::paths.value()).clamp(1, PATHS as u32) as u16
 }
 
+/// The receiving capacity a device shares among the peers sending to it
+/// (Mbit/s, 0: no hint): the `capacity_mbps` module parameter when set, else
+/// the net device's link speed `link_mbps` (veth reports 10000 whatever
+/// carries it: set the parameter to what the bottleneck really is).
+pub(crate) fn capacity(link_mbps: Option<u32>) -> u32 {
+    match *crate::module_parameters::capacity_mbps.value() {
+        0 => link_mbps.unwrap_or(0),
+        set => set,
+    }
+}
+
 /// Peer hosts a device keeps connections to.
 pub(super) const MAX_PEERS: usize = 256;
-
-/// Hellos are repeated until the handshake completes, the gap doubling from
-/// the first to the last (nanoseconds).
-pub(super) const HELLO_FIRST_NS: u64 = 1_000_000;
-const HELLO_MAX_NS: u64 = 128_000_000;
-/// After this many hellos without an answer the gap keeps doubling up to
-/// `HELLO_SLOW_NS`, and the hellos stop when no QP waits for the peer.
-const HELLO_FAST_TRIES: u32 = 16;
-const HELLO_SLOW_NS: u64 = 8_000_000_000;
-
-/// The least time a peer may go silent while requests wait on it before its
-/// queue pairs fail with "retry exceeded", whatever their timeout attributes
-/// say: a path's probe timer backs off to 2 s, and at 10% loss each way all
-/// paths were seen waiting on probes for 4.7 s together (Debian's kernel, a
-/// TCG guest), with a live peer.
-const MIN_DEAD_NS: u64 = 10_000_000_000;
-
-/// How long QP `st` lets its peer go silent: the verbs local ACK timeout
-/// (4.096 us << `timeout`) times the tries (`retry_cnt` + 1), at least
-/// `MIN_DEAD_NS`; `None` for timeout 0 (wait forever).
-fn patience_ns(timeout: u8, retry_cnt: u8) -> Option<u64> {
-    if timeout == 0 {
-        return None;
-    }
-    let one = 4096u64 << timeout.min(31);
-    Some((one * (u64::from(retry_cnt.min(7)) + 1)).max(MIN_DEAD_NS))
-}
 
 /// A connection with nothing in it, what a peer connection starts (and
 /// restarts) from.
 pub(super) static EMPTY_CONN: Conn = Connection::EMPTY;
 
-/// The connection's setup for handshake state `hs` with host `ip`.
-pub(super) fn conn_config(hs: &Handshake, ip: [u8; 4], mtu: u32) -> Config {
-    let mut cfg = Config::new(
-        hs.epoch(),
-        hs.remote(),
-        paths(),
-        mtu.clamp(256, 4096) as u16,
-    );
-    cfg.port_seed = hs.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
-    // Random initial PSNs, exchanged in the hellos: a sender who does not
-    // see the traffic has to guess a 256-packet window of a path's 2^32
-    // PSNs as well as the 32-bit epoch.
-    cfg.tx_isn = hs.isn();
-    cfg.rx_isn = hs.remote_isn();
+/// The connection's setup for session `s` with host `ip`.
+pub(super) fn conn_config(s: &Session, ip: [u8; 4], mtu: u32) -> Config {
+    let mut cfg = Config::new(0, 0, paths(), mtu.clamp(256, 4096) as u16);
+    // The ids are the epochs; the initial PSNs are random, exchanged in the
+    // hellos: a sender who does not see the traffic has to guess a
+    // 256-packet window of a path's 2^32 PSNs as well as the 32-bit epoch.
+    s.configure(&mut cfg);
+    cfg.port_seed = s.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
     // Each path leaves this host in order (one sending context, see
     // `Peer::pump`), so a hole followed by 8 later packets is taken for a
     // loss; on a fabric that reorders within a path the receiver reports the
@@ -133,10 +113,6 @@ impl PeerInner {
     }
 }
 
-/// How often the QPs' patience with a silent peer is looked at (the least
-/// patience is 10 s).
-const ALIVE_CHECK_NS: u64 = 100_000_000;
-
 impl Peer {
     /// `qp` has work for the connection: it goes on the ready ring, unless
     /// it is there already. Any context; the QP's lock may be held.
@@ -171,10 +147,15 @@ impl Peer {
         );
     }
 
-    /// Sends our hello now.
-    fn hello(&self, ps: &PeerInner) {
+    /// Sends the hellos the session has due (replies, challenges, our own
+    /// while the handshake is incomplete).
+    fn send_hellos(&self, ps: &mut PeerInner, now: u64) {
         let mut buf = [0u8; 32];
-        if let Ok(n) = ps.hs.hello(&mut buf) {
+        // At most a challenge, a reply and one of our own.
+        for _ in 0..3 {
+            let Some(n) = ps.session.poll_hello(now, &mut buf) else {
+                break;
+            };
             if let Some(h) = buf.get(..n) {
                 bump(&self.dev.counters.hellos);
                 self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
@@ -182,15 +163,17 @@ impl Peer {
         }
     }
 
-    /// Challenges the peer's incarnation we know to show it is alive.
-    fn challenge(&self, ps: &PeerInner) {
-        let mut buf = [0u8; 32];
-        if let Ok(n) = ps.hs.challenge(&mut buf) {
-            if let Some(h) = buf.get(..n) {
-                bump(&self.dev.counters.hellos);
-                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
-            }
+    /// The receiver's fair share: a peer that starts or stops sending to us
+    /// moves the device's count of senders, and the connection's hint
+    /// follows the count (announced at once when it changed; the other
+    /// senders' connections follow at their next packet).
+    fn share(&self, ps: &mut PeerInner, now: u64) {
+        if ps.session.poll_quiet(now) {
+            self.dev.senders.fetch_sub(1, Relaxed);
         }
+        let senders = self.dev.senders.load(Relaxed);
+        let capacity = self.dev.capacity.load(Relaxed);
+        ps.session.share(&mut ps.conn, capacity, senders);
     }
 
     /// Sends what the connection has to send, reports what completed and
@@ -208,12 +191,13 @@ impl Peer {
             return;
         }
         let now = now_ns();
-        if now >= ps.next_alive_check {
-            ps.next_alive_check = now + ALIVE_CHECK_NS;
-            self.check_alive(ps, now);
+        if let Some(silent) = ps.session.poll_liveness(now) {
+            self.check_alive(ps, now, silent);
         }
-        let mut next = None;
-        if ps.hs.ready() {
+        self.share(ps, now);
+        self.send_hellos(ps, now);
+        self.unanswered.store(ps.session.unanswered(), Relaxed);
+        if ps.session.ready() {
             // A second round when completions made room for queued requests.
             for _ in 0..2 {
                 if !self.pump_once(ps, data) {
@@ -223,38 +207,9 @@ impl Peer {
             if !data && ps.conn.wants_to_send() {
                 timer.kick();
             }
-            next = ps.conn.next_timeout();
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
-            self.unanswered.store(false, Relaxed);
-        } else {
-            // An unanswered peer is asked ever more rarely, and not at all
-            // once no QP waits for it.
-            if ps.streams.is_empty() && ps.hellos >= HELLO_FAST_TRIES {
-                return;
-            }
-            self.unanswered
-                .store(ps.hellos >= HELLO_FAST_TRIES, Relaxed);
-            if now >= ps.next_hello {
-                self.hello(ps);
-                ps.hellos = ps.hellos.saturating_add(1);
-                ps.next_hello = now + ps.hello_gap;
-                let cap = if ps.hellos < HELLO_FAST_TRIES {
-                    HELLO_MAX_NS
-                } else {
-                    HELLO_SLOW_NS
-                };
-                ps.hello_gap = (ps.hello_gap * 2).min(cap);
-            }
-            next = next.or(Some(ps.next_hello));
         }
-        // While requests wait on the peer, the timer also brings the next
-        // look at their patience: a connection with nothing in flight (a
-        // Read delivered whose answer never comes) has no other timer.
-        if ps.waiting {
-            let check = ps.next_alive_check;
-            next = Some(next.map_or(check, |n| n.min(check)));
-        }
-        if let Some(at) = next {
+        if let Some(at) = ps.session.next_deadline(now, ps.conn.next_timeout()) {
             timer.start(at.saturating_sub(now_ns()).max(1_000));
         }
         self.trace(ps);
@@ -311,10 +266,7 @@ impl Peer {
             if QpShared::post_responses(&mut st, &mut ps.conn)
                 | QpShared::post_queued(&mut st, &mut ps.conn)
             {
-                ps.hs.mark_used();
-                // Something new waits on the peer: its patience is looked
-                // at on time even if the connection then goes quiet.
-                ps.waiting = true;
+                ps.session.on_posted();
             }
             let left = st.has_postable();
             drop(st);
@@ -438,16 +390,14 @@ impl Peer {
             }
         }
         let ps = &mut *ps;
-        let r = ps
-            .conn
-            .on_datagram(now_ns(), pkt.payload, pkt.sport, pkt.ce);
-        if r.is_ok() {
-            // It named our epoch: the peer knows it, and it is alive.
-            ps.hs.on_traffic();
-            ps.alive_at = now_ns();
-        }
-        if let Ok(Received::Data(..) | Received::Void) = r {
-            ps.hs.mark_used();
+        let now = now_ns();
+        let r = ps.conn.on_datagram(now, pkt.payload, pkt.sport, pkt.ce);
+        // It named our epoch: the peer knows it, and it is alive; new data
+        // may make it one more sender to share our capacity with.
+        if let Ok(r) = &r {
+            if ps.session.on_received(now, r) {
+                self.dev.senders.fetch_add(1, Relaxed);
+            }
         }
         if let Ok(Received::Data(h, bytes)) = r {
             let verdict = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
@@ -477,17 +427,16 @@ impl Peer {
     /// longer than each of them allows (verbs' "transport retry counter
     /// exceeded"), and a QP whose delivered Read or atomic has waited that
     /// long for its answer. Each QP is measured against its own patience:
-    /// one that asks little fails alone. Runs every `ALIVE_CHECK_NS` (it
-    /// visits every QP of the peer).
-    fn check_alive(&self, ps: &mut PeerInner, now: u64) {
+    /// one that asks little fails alone. Runs when the session says a look
+    /// is due (it visits every QP of the peer); `silent`: how long the peer
+    /// has been silent.
+    fn check_alive(&self, ps: &mut PeerInner, now: u64, silent: u64) {
         let PeerInner {
             conn,
             streams,
-            alive_at,
-            waiting: waiting_flag,
+            session,
             ..
         } = ps;
-        let silent = now.saturating_sub(*alive_at);
         let mut waiting = false;
         let mut gave_up = false;
         let mut failed = 0u32;
@@ -519,11 +468,7 @@ impl Peer {
                 s.qp.to_error(&mut st, conn);
             }
         }
-        // Nothing waits on the peer: the clock starts when something does.
-        *waiting_flag = waiting;
-        if !waiting {
-            *alive_at = now;
-        }
+        session.set_waiting(now, waiting);
         if gave_up {
             bump(&self.dev.counters.silences);
             let ms = u32::try_from(silent / 1_000_000).unwrap_or(u32::MAX);
@@ -544,57 +489,41 @@ impl Peer {
     /// new connection, so that a queue pair set up against the peer's new
     /// incarnation while its hello was on the way loses nothing.
     fn on_hello(&self, ps: &mut PeerInner, from: u32, isn: u32, to: u32, flags: u8) {
-        let now = now_ns();
-        let v = ps.hs.on_hello(from, isn, to, flags, now);
-        if v.challenge {
-            // Another hello claims the peer restarted: the incarnation we
-            // know answers this, unless it is really gone.
-            self.challenge(ps);
-        }
-        if v.reset {
-            bump(&self.dev.counters.restarts);
-            let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
-            PeerTrace { peer: &self.ip }.peer_restart(qps);
-            pr_info!(
-                "peer {} restarted: the queue pairs it answered fail\n",
-                Ipv4(self.ip)
-            );
-            let PeerInner { conn, streams, .. } = ps;
-            for s in streams.iter() {
-                let mut st = s.qp.st.lock();
-                if st.proven {
-                    if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
-                        bump(&self.dev.counters.retry_exceeded);
+        let mtu = u32::from(ps.conn.config().max_payload);
+        match ps.session.on_hello(from, isn, to, flags, now_ns()) {
+            HelloOutcome::Nothing => {}
+            HelloOutcome::Rekey => ps.conn.configure(conn_config(&ps.session, self.ip, mtu)),
+            HelloOutcome::Reset => {
+                bump(&self.dev.counters.restarts);
+                let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
+                PeerTrace { peer: &self.ip }.peer_restart(qps);
+                pr_info!(
+                    "peer {} restarted: the queue pairs it answered fail\n",
+                    Ipv4(self.ip)
+                );
+                let PeerInner { conn, streams, .. } = ps;
+                for s in streams.iter() {
+                    let mut st = s.qp.st.lock();
+                    if st.proven {
+                        if s.qp.fail_first(&mut st, WcStatus::RetryExcErr) {
+                            bump(&self.dev.counters.retry_exceeded);
+                        }
+                        s.qp.to_error(&mut st, conn);
+                    } else {
+                        for e in st.sq.iter_mut() {
+                            e.posted = false;
+                            e.done = None;
+                        }
+                        self.wake(&s.qp);
                     }
-                    s.qp.to_error(&mut st, conn);
-                } else {
-                    for e in st.sq.iter_mut() {
-                        e.posted = false;
-                        e.done = None;
-                    }
-                    self.wake(&s.qp);
                 }
+                // Its counts stay in the device's (under this lock, so that
+                // a reader sees them either here or there).
+                self.dev.counters.retire(ps.conn.stats());
+                *ps.conn = EMPTY_CONN;
+                ps.conn.configure(conn_config(&ps.session, self.ip, mtu));
+                self.epoch.store(ps.session.epoch(), Relaxed);
             }
-            let mtu = u32::from(ps.conn.config().max_payload);
-            // Its counts stay in the device's (under this lock, so that a
-            // reader sees them either here or there).
-            self.dev.counters.retire(ps.conn.stats());
-            *ps.conn = EMPTY_CONN;
-            ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
-            self.epoch.store(ps.hs.epoch(), Relaxed);
-            ps.hello_gap = HELLO_FIRST_NS;
-        } else if ps.conn.config().remote_id != ps.hs.remote()
-            || ps.conn.config().rx_isn != ps.hs.remote_isn()
-        {
-            // The peer's epoch and initial PSN became known (or changed
-            // before any data flowed): nothing is in the connection yet, so
-            // setting its ids and sequence numbers anew is enough.
-            let mtu = u32::from(ps.conn.config().max_payload);
-            ps.conn.configure(conn_config(&ps.hs, self.ip, mtu));
-        }
-        if v.reply {
-            self.hello(ps);
-            ps.next_hello = now_ns() + ps.hello_gap;
         }
     }
 }
@@ -619,23 +548,5 @@ impl Peer {
         }
         ps.conn.on_timeout(now_ns());
         node.pump(node, &mut ps, data);
-    }
-}
-
-#[kunit_tests(metaroce_peer)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_silent_peer_is_given_the_qps_patience() {
-        assert_eq!(patience_ns(0, 7), None);
-        // perftest's and ibv_rc_pingpong's 14/7 is 0.54 s: raised to 10 s.
-        assert_eq!(patience_ns(14, 7), Some(MIN_DEAD_NS));
-        // 4.096 us << 21 is 8.6 s, << 22 is 17.2 s.
-        assert_eq!(patience_ns(21, 0), Some(MIN_DEAD_NS));
-        assert_eq!(patience_ns(22, 0), Some(4096u64 << 22));
-        assert_eq!(patience_ns(22, 7), Some((4096u64 << 22) * 8));
-        // Out-of-range attributes do not overflow.
-        assert!(patience_ns(255, 255).is_some_and(|p| p >= MIN_DEAD_NS));
     }
 }

@@ -6,7 +6,6 @@
 
 use super::{
     cq::Cq,
-    peer::HELLO_FIRST_NS,
     rd_atomic::{Initiator, Target, MAX_RD_ATOMIC},
     requester::MAX_INLINE,
     shared::{Pd, QPN_MASK},
@@ -15,6 +14,7 @@ use super::{
     },
 };
 use crate::abstractions::{
+    net::now_ns,
     ops::ResAttrs,
     types::{
         Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode, WcStatus,
@@ -229,12 +229,9 @@ impl Qp {
         ps.conn.forget_rejection(responses(n.qpn));
         ps.by_dest.insert(by_dest.into_node(dest, n.clone()));
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
-        if !ps.hs.ready() {
-            // A QP wants this peer: ask again from the start.
-            ps.hellos = 0;
-            ps.hello_gap = HELLO_FIRST_NS;
-            ps.next_hello = 0;
-        }
+        // A QP wants this peer: if it has not answered, ask again from the
+        // start.
+        ps.session.set_wanted(now_ns(), true);
         n.st.lock().peer = Some(peer.clone());
         Ok(())
     }
@@ -253,6 +250,8 @@ impl Qp {
         peer.ready.lock().remove(|q| Arc::ptr_eq(q, n));
         n.queued.store(false, Relaxed);
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
+        let wanted = !ps.streams.is_empty();
+        ps.session.set_wanted(now_ns(), wanted);
         ps.conn
             .cancel_stream(requests(dest), NakCode::RemoteOperation);
         ps.conn

@@ -9,7 +9,7 @@
 use super::{
     counters::{bump, Counters},
     mr::{Mem, MrTable, PdId},
-    peer::{conn_config, EMPTY_CONN, HELLO_FIRST_NS, MAX_PEERS},
+    peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     ready::ReadyRing,
     state::{Peer, PeerInner, PeerNode, Shared, Tables},
 };
@@ -20,7 +20,7 @@ use crate::abstractions::{
 };
 use crate::new_spinlock_bh;
 use crate::transport::{
-    handshake::Handshake,
+    session::{Session, SessionConfig},
     wire::{self, PacketType},
 };
 use kernel::{
@@ -64,10 +64,12 @@ pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32
 impl Shared {
     /// A device's state; `payload`: the most payload bytes a packet may
     /// carry over its net device.
-    pub(crate) fn new(payload: u32) -> Result<Arc<Self>> {
+    pub(crate) fn new(payload: u32, link_mbps: Option<u32>) -> Result<Arc<Self>> {
         Arc::new(
             Self {
                 payload: payload.clamp(256, 4096),
+                capacity: KAtomic::new(capacity(link_mbps)),
+                senders: KAtomic::new(0),
                 counters: Counters::new()?,
                 port: KBox::pin_init(new_spinlock_bh!(None, "metaroce_dev_port"), GFP_KERNEL)?,
                 tables: KBox::pin_init(
@@ -105,6 +107,9 @@ impl Shared {
             {
                 let mut ps = p.st.lock();
                 ps.dead = true;
+                if ps.session.close() {
+                    self.senders.fetch_sub(1, Relaxed);
+                }
                 ps.streams.clear();
                 ps.by_qpn = RBTree::new();
                 ps.by_dest = RBTree::new();
@@ -189,6 +194,12 @@ impl Shared {
         Ok(peers)
     }
 
+    /// The net device's link speed is now `link_mbps`: the capacity shared
+    /// among senders follows it (unless the module parameter sets it).
+    pub(crate) fn set_capacity(&self, link_mbps: Option<u32>) {
+        self.capacity.store(capacity(link_mbps), Relaxed);
+    }
+
     /// The port went down (counted in `link_downed`).
     pub(crate) fn link_down(&self) {
         bump(&self.counters.link_downed);
@@ -224,16 +235,16 @@ impl Shared {
         if let Some(p) = self.find_peer(ip) {
             return Ok(p);
         }
-        let hs = Handshake::new(random_u32(), random_u32());
+        let session = Session::new(random_u32(), random_u32(), now_ns(), SessionConfig::DEFAULT);
         // About 160 KiB: virtually contiguous memory will do. Charged to the
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
-        conn.configure(conn_config(&hs, ip, self.payload));
+        conn.configure(conn_config(&session, ip, self.payload));
         let node = Timer::new_arc(
             Peer {
                 ip,
                 dev: self.clone(),
-                epoch: KAtomic::new(hs.epoch()),
+                epoch: KAtomic::new(session.epoch()),
                 in_flight: KAtomic::new(0),
                 nstreams: KAtomic::new(0),
                 ready: KBox::pin_init(
@@ -246,16 +257,10 @@ impl Shared {
                     new_spinlock_bh!(
                         PeerInner {
                             conn,
-                            hs,
+                            session,
                             streams: KVec::new(),
                             by_qpn: RBTree::new(),
                             by_dest: RBTree::new(),
-                            next_alive_check: 0,
-                            waiting: false,
-                            next_hello: 0,
-                            hello_gap: HELLO_FIRST_NS,
-                            hellos: 0,
-                            alive_at: now_ns(),
                             dead: false,
                         },
                         "metaroce_peer"
@@ -317,6 +322,9 @@ impl Shared {
             return;
         }
         ps.dead = true;
+        if ps.session.close() {
+            self.senders.fetch_sub(1, Relaxed);
+        }
         self.counters.retire(ps.conn.stats());
         let PeerInner { conn, streams, .. } = &mut *ps;
         for s in streams.iter() {

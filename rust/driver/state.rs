@@ -45,7 +45,7 @@ use crate::abstractions::{
 };
 use crate::transport::{
     conn::{Connection, Message},
-    handshake::Handshake,
+    session::Session,
     stream::RecvStream,
     wire::{Atomic, NakCode, Remote},
 };
@@ -104,6 +104,13 @@ pub(crate) struct Shared {
     pub(super) payload: u32,
     /// Its port counters (counters.rs).
     pub(super) counters: Counters,
+    /// What the port can receive (Mbit/s; 0: unknown), shared among the
+    /// peers sending to it: the `capacity_mbps` module parameter, or the net
+    /// device's link speed (peer.rs: `capacity`).
+    pub(super) capacity: KAtomic<u32>,
+    /// Peers that sent data within the session's active time (their
+    /// sessions say when they start and stop counting).
+    pub(super) senders: KAtomic<u32>,
 }
 
 /// A device's tables, under one lock: its memory regions, its peer
@@ -154,24 +161,14 @@ pub(super) struct Stream {
 /// A peer connection's state under its lock.
 pub(super) struct PeerInner {
     pub(super) conn: KVBox<Conn>,
-    pub(super) hs: Handshake,
+    /// The handshake, hellos, liveness and fair share (the transport's
+    /// session, driven in peer.rs).
+    pub(super) session: Session,
     pub(super) streams: KVec<Stream>,
     /// The same QPs by their number (to find the target of a packet) and by
     /// their peer QP's (to find the source of a packet to send).
     pub(super) by_qpn: RBTree<u32, Arc<QpShared>>,
     pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
-    /// When the QPs' patience with a silent peer is next looked at.
-    pub(super) next_alive_check: u64,
-    /// Requests waited on the peer at the last look (the timer then brings
-    /// the next one).
-    pub(super) waiting: bool,
-    /// When the next hello is due while the handshake is incomplete.
-    pub(super) next_hello: u64,
-    pub(super) hello_gap: u64,
-    /// Hellos sent since the last QP joined.
-    pub(super) hellos: u32,
-    /// The last time the peer showed life, or nothing was waiting on it.
-    pub(super) alive_at: u64,
     pub(super) dead: bool,
 }
 
@@ -396,7 +393,7 @@ mod tests {
 
     #[test]
     fn pd_numbers_do_not_wrap() -> Result {
-        let dev = Shared::new(1024)?;
+        let dev = Shared::new(1024, None)?;
         dev.tables.lock().next_pd = u64::from(u32::MAX);
         let a = dev.alloc_pd();
         let b = dev.alloc_pd();

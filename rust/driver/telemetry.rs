@@ -62,10 +62,10 @@ fn view(p: &PeerNode) -> Result<PeerView, fmt::Error> {
     }
     Ok(PeerView {
         ip: p.ip,
-        ready: ps.hs.ready(),
+        ready: ps.session.ready(),
         dead: ps.dead,
-        epoch: ps.hs.epoch(),
-        remote: ps.hs.remote(),
+        epoch: ps.session.epoch(),
+        remote: ps.session.handshake().remote(),
         qps: ps.streams.len(),
         window: c.window(),
         in_flight: c.outstanding(),

@@ -10,9 +10,10 @@
 //! state (`path`), the RTT estimator (`rtt`), congestion-control building
 //! blocks (`cc`), in-order completion of a stream's messages (`stream`), the
 //! connection state machine that ties them together (`conn`), what it
-//! counts (`stats`), the events it records for tracing (`trace`) and the
-//! handshake that names a
-//! connection's incarnation (`handshake`). See
+//! counts (`stats`), the events it records for tracing (`trace`), the
+//! handshake that names a connection's incarnation (`handshake`) and the
+//! session that drives a connection to a peer host: handshake, liveness
+//! and the receiver's fair share (`session`). See
 //! `Documentation/transport.md`.
 //!
 //! Modules refer to each other with `super::`, never `crate::`: inside the
@@ -28,6 +29,7 @@ pub mod handshake;
 pub mod path;
 pub mod rtt;
 pub mod seq;
+pub mod session;
 pub mod stats;
 pub mod stream;
 pub mod trace;

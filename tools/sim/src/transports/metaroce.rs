@@ -1,15 +1,19 @@
 //! MetaRoCE on a simulated host: the `metaroce_transport` crate, unchanged,
 //! behind the simulator's `Endpoint` trait.
 //!
-//! - One `Connection` per peer host, created on first use, carrying every flow
-//!   between the two hosts as its own stream (stream id = flow id). The
-//!   connection id a host uses for a peer is the peer's host id.
-//! - A flow posts RDMA Writes of `msg_size` bytes while its connection accepts
-//!   them (at most 64 in progress per stream, 256 per connection).
-//! - Receiving: new data goes through a `RecvStream` per flow; whole messages
-//!   count as delivered, in order. Anything out of place is an integrity error.
-//! - Rate hint: the receiver shares its inbound capacity (all its ports)
-//!   equally among the peers that sent it data in the last `ACTIVE_NS`.
+//! - One `Session` and `Connection` per peer host, created on first use (a
+//!   flow to it, or its first hello), driven exactly as the kernel driver
+//!   drives them (`metaroce_transport::session` says how): the handshake
+//!   runs before any data, each end's epoch drawn from the run's seed.
+//! - Every flow between two hosts is a stream of their connection (stream
+//!   id = flow id). A flow posts RDMA Writes of `msg_size` bytes while its
+//!   connection accepts them (at most 64 in progress per stream, 256 per
+//!   connection).
+//! - Receiving: new data goes through a `RecvStream` per flow; whole
+//!   messages count as delivered, in order. Anything out of place is an
+//!   integrity error.
+//! - Rate hint: the host's inbound capacity (all its ports) is shared
+//!   equally among the peers its sessions count as sending to it.
 //! - Timers: a heap of (deadline, peer) with stale entries skipped.
 
 use std::cmp::Reverse;
@@ -17,8 +21,9 @@ use std::collections::{BinaryHeap, HashMap};
 
 use metaroce_transport::conn::{Config, Connection, Message, PostError, Received};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::session::{HelloOutcome, Session, SessionConfig};
 use metaroce_transport::stream::RecvStream;
-use metaroce_transport::wire::{Opcode, Remote};
+use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
 
 use super::{Datagram, Endpoint, EndpointConfig, Flow, Ns};
 
@@ -26,6 +31,8 @@ use super::{Datagram, Endpoint, EndpointConfig, Flow, Ns};
 pub const MAX_PATHS: usize = 8;
 /// A peer counts as an active sender for this long after its last data.
 pub const ACTIVE_NS: Ns = 500_000;
+/// The UDP source port hellos leave from.
+const HELLO_PORT: u16 = metaroce_transport::conn::PORT_BASE;
 
 type Conn = Connection<MAX_PATHS>;
 
@@ -45,10 +52,10 @@ struct RecvFlow {
 }
 
 struct Peer {
+    session: Session,
     conn: Box<Conn>,
     /// Flows from this host to the peer (indices into `senders`).
     flows: Vec<usize>,
-    last_rx: Ns,
     /// The deadline of this peer's entry in the timer heap.
     armed: Option<Ns>,
 }
@@ -61,9 +68,11 @@ pub struct MetaRoceHost {
     receivers: HashMap<u32, RecvFlow>,
     timers: BinaryHeap<Reverse<(Ns, u32)>>,
     errors: u64,
+    /// Peers the sessions count as sending to this host.
     active: u32,
-    active_at: Ns,
     completions: u64,
+    hellos: u64,
+    resets: u64,
     hdr: [u8; TRANSPORT_HEADER_MAX as usize],
 }
 
@@ -77,36 +86,57 @@ pub fn new(host: u32, cfg: &EndpointConfig) -> Option<Box<dyn Endpoint>> {
         timers: BinaryHeap::new(),
         errors: 0,
         active: 0,
-        active_at: 0,
         completions: 0,
+        hellos: 0,
+        resets: 0,
         hdr: [0; TRANSPORT_HEADER_MAX as usize],
     }))
 }
 
+/// A number drawn from `seed` and `salt` (splitmix64): the same run gives
+/// the same epochs.
+fn draw(seed: u64, salt: u64) -> u32 {
+    let mut z = seed.wrapping_add(salt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32
+}
+
 impl MetaRoceHost {
-    fn conn_config(&self, peer: u32) -> Config {
+    fn conn_config(&self, peer: u32, session: &Session) -> Config {
         let paths = self.cfg.paths.clamp(1, MAX_PATHS as u32) as u16;
         let payload = self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16;
         // Start each path with its share of one port's bandwidth-delay
         // product, so that a new connection fills the port in about one RTT.
         let bdp_packets = (self.cfg.bdp_bytes() / u64::from(self.cfg.mtu_payload)) as u32;
         let per_path = bdp_packets.div_ceil(u32::from(paths)).max(2);
-        Config {
+        let mut cfg = Config {
             initial_window: per_path,
             port_seed: (self.cfg.seed as u32) ^ peer.wrapping_mul(0x9e37_79b9),
-            ..Config::new(peer, self.host, paths, payload)
-        }
+            ..Config::new(0, 0, paths, payload)
+        };
+        session.configure(&mut cfg);
+        cfg
     }
 
-    fn peer(&mut self, peer: u32) -> &mut Peer {
+    fn peer(&mut self, now: Ns, peer: u32) -> &mut Peer {
         if !self.peers.contains_key(&peer) {
-            let cfg = self.conn_config(peer);
+            let salt = u64::from(peer) << 32 | u64::from(self.host);
+            let session = Session::new(
+                draw(self.cfg.seed, salt),
+                draw(self.cfg.seed, !salt),
+                now,
+                SessionConfig {
+                    active_ns: ACTIVE_NS,
+                },
+            );
+            let cfg = self.conn_config(peer, &session);
             self.peers.insert(
                 peer,
                 Peer {
+                    session,
                     conn: Box::new(Conn::new(cfg)),
                     flows: Vec::new(),
-                    last_rx: 0,
                     armed: None,
                 },
             );
@@ -114,67 +144,105 @@ impl MetaRoceHost {
         self.peers.get_mut(&peer).expect("inserted above")
     }
 
-    /// Posts what the peer's flows may post, sends what the connection may
-    /// send, collects completions and re-arms its timer.
+    fn datagram(&self, peer: u32, sport: u16, bytes: Vec<u8>) -> Datagram {
+        Datagram {
+            src: self.host,
+            dst: peer,
+            sport,
+            wire_len: self.cfg.frame_overhead + bytes.len() as u32,
+            ecn_ce: false,
+            bytes,
+        }
+    }
+
+    /// Drives the peer's session and connection as the kernel's pump does:
+    /// liveness, the fair share, hellos, then (once the handshake is done)
+    /// posting what the flows may post and sending what the connection may
+    /// send; collects completions and re-arms the timer.
     fn pump(&mut self, now: Ns, peer: u32, tx: &mut Vec<Datagram>) {
+        let capacity_mbps = (self.cfg.link_bps / 1_000_000) as u32 * self.cfg.planes;
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
-        loop {
-            while p.conn.poll_event().is_some() {
-                self.completions += 1;
-            }
-            let mut posted = false;
-            for &fi in &p.flows {
-                let f = &mut self.senders[fi];
-                while f.left > 0 {
-                    let m = Message {
-                        opcode: Opcode::Write,
-                        stream: f.id,
-                        msn: f.next_msn,
-                        len: f.msg_size,
-                        remote: Some(Remote { rkey: 1, addr: 0 }),
-                        rsn: 0,
-                        imm: None,
-                        atomic: None,
-                    };
-                    match p.conn.post(m) {
-                        Ok(()) => {
-                            f.next_msn = f.next_msn.wrapping_add(1);
-                            if f.left != u64::MAX {
-                                f.left -= 1;
+        if p.session.poll_liveness(now).is_some() {
+            // Flows here have no patience to run out of.
+            let waiting = p.conn.outstanding() > 0;
+            p.session.set_waiting(now, waiting);
+        }
+        if p.session.poll_quiet(now) {
+            self.active -= 1;
+        }
+        p.session.share(&mut p.conn, capacity_mbps, self.active);
+        let mut hello = [0u8; 32];
+        let mut hellos = Vec::new();
+        while let Some(n) = p.session.poll_hello(now, &mut hello) {
+            hellos.push(hello[..n].to_vec());
+        }
+        let ready = p.session.ready();
+        for h in hellos {
+            self.hellos += 1;
+            tx.push(self.datagram(peer, HELLO_PORT, h));
+        }
+        let p = self.peers.get_mut(&peer).expect("looked up above");
+        // Until nothing more is posted or sent.
+        if ready {
+            loop {
+                while p.conn.poll_event().is_some() {
+                    self.completions += 1;
+                }
+                let mut posted = false;
+                for &fi in &p.flows {
+                    let f = &mut self.senders[fi];
+                    while f.left > 0 {
+                        let m = Message {
+                            opcode: Opcode::Write,
+                            stream: f.id,
+                            msn: f.next_msn,
+                            len: f.msg_size,
+                            remote: Some(Remote { rkey: 1, addr: 0 }),
+                            rsn: 0,
+                            imm: None,
+                            atomic: None,
+                        };
+                        match p.conn.post(m) {
+                            Ok(()) => {
+                                f.next_msn = f.next_msn.wrapping_add(1);
+                                if f.left != u64::MAX {
+                                    f.left -= 1;
+                                }
+                                posted = true;
+                                p.session.on_posted();
                             }
-                            posted = true;
-                        }
-                        Err(PostError::Full | PostError::StreamBusy) => break,
-                        Err(PostError::Invalid) => {
-                            self.errors += 1;
-                            f.left = 0;
+                            Err(PostError::Full | PostError::StreamBusy) => break,
+                            Err(PostError::Invalid) => {
+                                self.errors += 1;
+                                f.left = 0;
+                            }
                         }
                     }
                 }
-            }
-            let mut sent = false;
-            while let Some(t) = p.conn.poll_transmit(now, &mut self.hdr) {
-                let payload = t.payload.map_or(0, |s| usize::from(s.len));
-                let mut bytes = Vec::with_capacity(t.len + payload);
-                bytes.extend_from_slice(&self.hdr[..t.len]);
-                bytes.resize(t.len + payload, 0);
-                tx.push(Datagram {
-                    src: self.host,
-                    dst: peer,
-                    sport: t.sport,
-                    wire_len: self.cfg.frame_overhead + bytes.len() as u32,
-                    ecn_ce: false,
-                    bytes,
-                });
-                sent = true;
-            }
-            if !posted && !sent {
-                break;
+                let mut sent = false;
+                while let Some(t) = p.conn.poll_transmit(now, &mut self.hdr) {
+                    let payload = t.payload.map_or(0, |s| usize::from(s.len));
+                    let mut bytes = Vec::with_capacity(t.len + payload);
+                    bytes.extend_from_slice(&self.hdr[..t.len]);
+                    bytes.resize(t.len + payload, 0);
+                    tx.push(Datagram {
+                        src: self.host,
+                        dst: peer,
+                        sport: t.sport,
+                        wire_len: self.cfg.frame_overhead + bytes.len() as u32,
+                        ecn_ce: false,
+                        bytes,
+                    });
+                    sent = true;
+                }
+                if !posted && !sent {
+                    break;
+                }
             }
         }
-        let next = p.conn.next_timeout();
+        let next = p.session.next_deadline(now, p.conn.next_timeout());
         if next.is_some() && next != p.armed {
             p.armed = next;
             self.timers.push(Reverse((next.unwrap_or(0), peer)));
@@ -182,39 +250,10 @@ impl MetaRoceHost {
     }
 
     fn arm_now(&mut self, now: Ns, peer: u32) {
-        let p = self.peer(peer);
+        let p = self.peer(now, peer);
         if p.armed.is_none_or(|t| t > now) {
             p.armed = Some(now);
             self.timers.push(Reverse((now, peer)));
-        }
-    }
-
-    /// Gives every active sender but `except` its share of `capacity_mbps`
-    /// among `active` senders, in an ACK sent now.
-    fn announce(
-        &mut self,
-        now: Ns,
-        except: u32,
-        capacity_mbps: u32,
-        active: u32,
-        tx: &mut Vec<Datagram>,
-    ) {
-        let mut peers: Vec<u32> = self
-            .peers
-            .iter()
-            .filter(|(id, p)| {
-                **id != except && p.last_rx > 0 && now.saturating_sub(p.last_rx) < ACTIVE_NS
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        // In a fixed order: the same seed gives the same run.
-        peers.sort_unstable();
-        for id in peers {
-            if let Some(p) = self.peers.get_mut(&id) {
-                p.conn.share_capacity(capacity_mbps, active);
-                p.conn.announce();
-            }
-            self.pump(now, id, tx);
         }
     }
 
@@ -229,16 +268,29 @@ impl MetaRoceHost {
         }
     }
 
-    fn refresh_active(&mut self, now: Ns) {
-        if now < self.active_at {
+    /// A hello from `src`: the session decides, the connection follows.
+    fn on_hello(&mut self, now: Ns, src: u32, bytes: &[u8]) {
+        let Ok(Packet::Hello(h)) = wire::decode(bytes) else {
+            self.errors += 1;
             return;
+        };
+        let p = self.peer(now, src);
+        let outcome = p
+            .session
+            .on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, now);
+        let session = p.session.clone();
+        let cfg = self.conn_config(src, &session);
+        let p = self.peers.get_mut(&src).expect("made above");
+        match outcome {
+            HelloOutcome::Nothing => {}
+            HelloOutcome::Rekey => p.conn.configure(cfg),
+            HelloOutcome::Reset => {
+                // Nothing restarts in these runs; were it to, what was in
+                // flight is void and the flows' counts tell.
+                self.resets += 1;
+                *p.conn = Conn::new(cfg);
+            }
         }
-        self.active = self
-            .peers
-            .values()
-            .filter(|p| p.last_rx > 0 && now.saturating_sub(p.last_rx) < ACTIVE_NS)
-            .count() as u32;
-        self.active_at = now + ACTIVE_NS / 8;
     }
 }
 
@@ -253,8 +305,10 @@ impl Endpoint for MetaRoceHost {
             next_msn: 0,
         });
         let dst = self.senders[i].dst;
-        self.peer(dst).flows.push(i);
-        // Sending starts in on_wakeup, which can transmit.
+        let p = self.peer(now, dst);
+        p.flows.push(i);
+        p.session.set_wanted(now, true);
+        // Hellos and sending start in on_wakeup.
         self.arm_now(now, dst);
     }
 
@@ -271,44 +325,39 @@ impl Endpoint for MetaRoceHost {
 
     fn on_datagram(&mut self, now: Ns, d: Datagram, tx: &mut Vec<Datagram>) {
         let src = d.src;
-        // A peer that was not sending counts at once (the shares shrink
-        // now); one that stopped drops out at the next recount.
-        let p = self.peer(src);
-        if p.last_rx == 0 || now.saturating_sub(p.last_rx) >= ACTIVE_NS {
-            p.last_rx = now.max(1);
-            self.active_at = 0;
+        if wire::peek(&d.bytes).is_some_and(|(t, _)| t == PacketType::Hello) {
+            self.on_hello(now, src, &d.bytes);
+            self.pump(now, src, tx);
+            self.clean_timers();
+            return;
         }
-        let before = self.active;
-        self.refresh_active(now);
-        let capacity_mbps = (self.cfg.link_bps / 1_000_000) as u32 * self.cfg.planes;
-        let active = self.active.max(1);
-        if active > before {
-            // One more sender: tell the others their smaller share now.
-            self.announce(now, src, capacity_mbps, active, tx);
-        }
-        let p = self.peer(src);
+        let p = self.peer(now, src);
         let mut delivered_msgs = Vec::new();
+        let mut joined = false;
         match p.conn.on_datagram(now, &d.bytes, d.sport, d.ecn_ce) {
-            Ok(Received::Data(h, payload)) => {
-                p.last_rx = now;
-                p.conn.share_capacity(capacity_mbps, active);
-                match self.receivers.get_mut(&h.stream) {
-                    Some(r) if h.msg_len == r.msg_size => {
-                        match r.stream.on_packet(h.msn, payload.len() as u32, h.msg_len) {
-                            Ok(()) => {
-                                while let Some(msn) = r.stream.pop_completed() {
-                                    r.delivered += u64::from(r.msg_size);
-                                    delivered_msgs.push((h.stream, msn));
+            Ok(r) => {
+                joined = p.session.on_received(now, &r);
+                if let Received::Data(h, payload) = r {
+                    match self.receivers.get_mut(&h.stream) {
+                        Some(r) if h.msg_len == r.msg_size => {
+                            match r.stream.on_packet(h.msn, payload.len() as u32, h.msg_len) {
+                                Ok(()) => {
+                                    while let Some(msn) = r.stream.pop_completed() {
+                                        r.delivered += u64::from(r.msg_size);
+                                        delivered_msgs.push((h.stream, msn));
+                                    }
                                 }
+                                Err(_) => self.errors += 1,
                             }
-                            Err(_) => self.errors += 1,
                         }
+                        _ => self.errors += 1,
                     }
-                    _ => self.errors += 1,
                 }
             }
-            Ok(Received::Duplicate | Received::Control | Received::Void) => {}
             Err(_) => self.errors += 1,
+        }
+        if joined {
+            self.active += 1;
         }
         if let Some(p) = self.peers.get_mut(&src) {
             for (stream, msn) in delivered_msgs {
@@ -332,7 +381,9 @@ impl Endpoint for MetaRoceHost {
                 continue; // stale: the deadline moved since
             }
             p.armed = None;
-            p.conn.on_timeout(now);
+            if p.session.ready() {
+                p.conn.on_timeout(now);
+            }
             self.pump(now, peer, tx);
         }
         self.clean_timers();
@@ -384,6 +435,8 @@ impl Endpoint for MetaRoceHost {
             ("rx_duplicates", c[5]),
             ("ce_echoed", c[6]),
             ("completions", self.completions),
+            ("hellos", self.hellos),
+            ("resets", self.resets),
         ]
     }
 }

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive path: decoding arriving datagrams, taking data in (with
+//! ECN marks and relocated copies), and the ACKs and NAKs both ways:
+//! processing them (SACK, RTT samples, loss, ECN echo, the peer's rate
+//! hint) and building our own.
+
+use super::super::cc::window_for_rate;
+use super::super::framing::HEADER_OVERHEAD;
+use super::super::path::{AckError, Arrival, WINDOW};
+use super::super::seq::{before, Bits256};
+use super::super::trace::TraceEvent;
+use super::super::wire::{
+    self, flags, AckHeader, Common, DataHeader, NakHeader, Packet, PacketType,
+};
+use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit};
+use super::{CE_ONE, PORT_BASE};
+
+/// Packets acknowledged without a spurious resend after which the allowed
+/// reordering eases back.
+const REORDER_EASE_AFTER: u32 = 4096;
+
+impl<const P: usize> Connection<P> {
+    /// Handles a datagram that arrived from UDP source port `sport`, marked
+    /// ECN CE if `ce`.
+    pub fn on_datagram<'a>(
+        &mut self,
+        now: u64,
+        buf: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let r = self.receive(now, buf, sport, ce);
+        if let Err(e) = &r {
+            self.stats.rx_errors += 1;
+            if let Some(d) = self.stats.drops.get_mut(e.reason() as usize) {
+                *d += 1;
+            }
+        }
+        r
+    }
+
+    fn receive<'a>(
+        &mut self,
+        now: u64,
+        buf: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let pkt = wire::decode(buf).map_err(RecvError::Decode)?;
+        let common = match &pkt {
+            Packet::Data(h, _) => h.common,
+            Packet::Ack(a) => a.common,
+            Packet::Nak(n) => n.common,
+            Packet::Hello(_) => return Err(RecvError::Hello),
+        };
+        if common.conn != self.cfg.local_id {
+            return Err(RecvError::Connection(common.conn));
+        }
+        let path = usize::from(common.path);
+        if path >= P {
+            return Err(RecvError::Path(common.path));
+        }
+        match pkt {
+            Packet::Data(hdr, payload) => self.on_data(now, path, hdr, payload, sport, ce),
+            Packet::Ack(ack) => {
+                self.on_ack(path, &ack, now)?;
+                self.stats.rx_acks += 1;
+                Ok(Received::Control)
+            }
+            Packet::Nak(nak) => {
+                self.on_nak(&nak)?;
+                self.stats.rx_naks += 1;
+                Ok(Received::Control)
+            }
+            Packet::Hello(_) => Err(RecvError::Hello),
+        }
+    }
+
+    fn on_data<'a>(
+        &mut self,
+        now: u64,
+        path: usize,
+        hdr: DataHeader,
+        payload: &'a [u8],
+        sport: u16,
+        ce: bool,
+    ) -> Result<Received<'a>, RecvError> {
+        let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
+        let had_holes = rx.seq.has_holes();
+        let arrival = rx.seq.on_data(hdr.common.psn, ce);
+        if arrival == Arrival::OutOfWindow {
+            return Err(RecvError::Window);
+        }
+        rx.sport = sport;
+        rx.echo = hdr.common.timestamp;
+        self.last_rx_path = Some(path as u16);
+        // Smoothed share of marked data, over about 16 packets.
+        self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
+        rx.unacked = rx.unacked.saturating_add(1);
+        if rx.ack_at.is_none() {
+            rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
+        }
+        rx.due |= hdr.common.flags & flags::ACK_REQ != 0
+            || rx.unacked >= self.cfg.ack_every.max(1)
+            || ce
+            || arrival == Arrival::Duplicate
+            || (had_holes && !rx.seq.has_holes());
+        if ce {
+            rx.stats.ce_marked += 1;
+        }
+        if arrival == Arrival::Duplicate {
+            rx.dup = true;
+            rx.stats.duplicates += 1;
+            self.stats.rx_duplicates += 1;
+            return Ok(Received::Duplicate);
+        }
+        rx.stats.rcvd += 1;
+        if let Some(o) = hdr.origin {
+            // The first copy went on another path: count it received there,
+            // and drop this one if the first copy made it after all.
+            let orig = self
+                .rx
+                .get_mut(usize::from(o.path))
+                .ok_or(RecvError::Path(o.path))?;
+            match orig.seq.on_data(o.psn, false) {
+                Arrival::New => orig.ack_at = Some(now),
+                Arrival::Duplicate => {
+                    self.stats.rx_duplicates += 1;
+                    return Ok(Received::Duplicate);
+                }
+                Arrival::OutOfWindow => return Err(RecvError::Window),
+            }
+        }
+        if hdr.common.flags & flags::VOID != 0 {
+            return Ok(Received::Void);
+        }
+        self.stats.rx_data += 1;
+        Ok(Received::Data(hdr, payload))
+    }
+
+    fn on_ack(&mut self, path: usize, ack: &AckHeader, now: u64) -> Result<(), RecvError> {
+        if let Some(code) = ack.status {
+            // Before crediting: the rejected message must not complete as a
+            // success. Repeated statuses find nothing (already handled).
+            let _ = self.fail_message(ack.stream, ack.stream_msn, code);
+        }
+        let sack = Bits256::from_bytes(&ack.sack);
+        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
+        let out = match p.seq.on_ack(ack.common.psn, &sack) {
+            Ok(out) => out,
+            Err(AckError::Stale) => return Ok(()),
+            Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
+        };
+        let rtt = us(now).wrapping_sub(ack.common.timestamp);
+        if ack.common.timestamp != 0 && rtt < 10_000_000 {
+            p.rtt.sample(rtt.max(1));
+            self.rtt.sample(rtt.max(1));
+            if !self.all_sampled {
+                // Paths of one connection cross the same fabric: a path
+                // without a sample of its own starts from this one's.
+                let est = p.rtt;
+                self.all_sampled = true;
+                for q in &mut self.tx {
+                    if !q.rtt.is_sampled() {
+                        q.rtt = est;
+                    }
+                }
+            }
+        }
+        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
+        // Newly acknowledged packets: credit their messages.
+        let mut finished = [0u16; 8];
+        let mut n_finished = 0;
+        for i in out.acked.ones() {
+            let psn = out.acked_base.wrapping_add(i);
+            let idx = psn % WINDOW;
+            p.resend.clear(idx);
+            p.relocate.clear(idx);
+            let slot = core::mem::take(&mut p.slots[idx as usize]);
+            if slot.state != SlotState::Live {
+                continue;
+            }
+            p.outstanding = p.outstanding.saturating_sub(1);
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.acked_total = self.acked_total.wrapping_add(1);
+            if before(p.delivered, slot.order.wrapping_add(1)) {
+                p.delivered = slot.order.wrapping_add(1);
+            }
+            let Some(m) = self.msgs.get_mut(usize::from(slot.msg)) else {
+                continue;
+            };
+            if m.state == MsgState::Active && m.gen == slot.gen {
+                m.acked += 1;
+                if m.acked == m.sent_packets && m.sent_packets == m.packets {
+                    m.state = MsgState::Done;
+                    if n_finished < finished.len() {
+                        finished[n_finished] = slot.msg;
+                        n_finished += 1;
+                    }
+                }
+            }
+        }
+        // Reordering: a duplicate proves a resend spurious; allow twice the
+        // reordering. A long run without one eases it back by a quarter.
+        let floor = self.cfg.reorder_window;
+        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 {
+            self.stats.spurious += 1;
+            // min/max, not clamp: clamp has a panic path for min > max.
+            self.reorder = self
+                .reorder
+                .max(1)
+                .saturating_mul(2)
+                .min(WINDOW / 2)
+                .max(floor);
+            self.reorder_quiet = 0;
+        } else {
+            self.reorder_quiet = self.reorder_quiet.saturating_add(out.newly_acked);
+            if self.reorder_quiet >= REORDER_EASE_AFTER {
+                self.reorder = (self.reorder - self.reorder / 4).max(floor);
+                self.reorder_quiet = 0;
+            }
+        }
+        // Loss: unacknowledged packets sent before one that was acknowledged.
+        let reorder = self.reorder;
+        let una = p.seq.oldest_unacked().unwrap_or(0);
+        for k in 0..p.seq.in_flight() {
+            let psn = una.wrapping_add(k);
+            let idx = psn % WINDOW;
+            let slot = &p.slots[idx as usize];
+            if slot.state == SlotState::Live
+                && !p.seq.is_acked(psn)
+                && before(slot.order.wrapping_add(reorder), p.delivered)
+                && !p.relocate.get(idx)
+            {
+                p.resend.set(idx);
+            }
+        }
+        // Congestion control.
+        if ack.ecn_ce > 0 {
+            self.stats.ce_echoed += u64::from(ack.ecn_ce);
+            p.stats.ce_echoed += u64::from(ack.ecn_ce);
+            // Coupled decrease: the connection gives up what the marked path
+            // gave up, so a congested path sheds its load onto the others
+            // while marks on every path still halve the whole.
+            let before = p.cc.window();
+            if p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight())) {
+                self.cc.reduce(before - p.cc.window());
+            }
+            self.trace.push(TraceEvent::Ecn {
+                path: path as u16,
+                marks: ack.ecn_ce,
+                path_window: p.cc.window(),
+                conn_window: self.cc.window(),
+            });
+        } else if out.newly_acked > 0 {
+            p.cc.on_acked(out.newly_acked);
+            self.cc.on_acked(out.newly_acked);
+        }
+        if self.pace_mbps != ack.rate_hint_mbps {
+            self.trace.push(TraceEvent::RateHint {
+                from: self.pace_mbps,
+                to: ack.rate_hint_mbps,
+            });
+        }
+        self.pace_mbps = ack.rate_hint_mbps;
+        if ack.rate_hint_mbps > 0 {
+            // The share over the round trip without queueing: the senders'
+            // windows then add up to the receiver's bandwidth-delay product
+            // and a standing queue drains instead of being kept.
+            let rtt = self.rtt.min_us().max(1);
+            let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
+            self.cc.cap(window_for_rate(ack.rate_hint_mbps, rtt, bytes));
+        }
+        // Timer: progress restarts it.
+        if out.newly_acked > 0 {
+            p.expiries = 0;
+            p.strikes = 0;
+            p.acked_at = now.max(1);
+            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt, &self.cfg));
+        }
+        for m in finished.into_iter().take(n_finished) {
+            self.release(m);
+        }
+        if n_finished == finished.len() {
+            // More finished than tracked above: sweep every stream.
+            self.release_all();
+        }
+        Ok(())
+    }
+
+    fn on_nak(&mut self, nak: &NakHeader) -> Result<(), RecvError> {
+        self.fail_message(nak.stream, nak.msn, nak.code)
+    }
+
+    pub(super) fn send_nak(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let nak = self.naks[0];
+        self.naks.copy_within(1.., 0);
+        self.nak_len -= 1;
+        let path = usize::from(nak.common.path);
+        let sport = self.rx.get(path).map_or(PORT_BASE, |r| r.sport);
+        let len = wire::encode_nak(&nak, buf).ok()?;
+        self.stats.tx_naks += 1;
+        Some(Transmit {
+            path: nak.common.path,
+            sport,
+            len,
+            payload: None,
+        })
+    }
+
+    pub(super) fn send_ack(&mut self, i: usize, buf: &mut [u8]) -> Option<Transmit> {
+        let hint = self.hint_now();
+        let rx = self.rx.get_mut(i)?;
+        rx.due = false;
+        rx.unacked = 0;
+        let fl = if core::mem::take(&mut rx.dup) {
+            wire::ack_flags::DUPLICATE
+        } else {
+            0
+        };
+        rx.ack_at = None;
+        if rx.sport == 0 {
+            // Acknowledged only through relocated packets: any port will do.
+            rx.sport = PORT_BASE.wrapping_add(i as u16);
+        }
+        let (cum, sack, ce) = rx.seq.take_ack();
+        let ack = AckHeader {
+            common: Common {
+                ptype: PacketType::Ack,
+                flags: fl,
+                path: i as u16,
+                conn: self.cfg.remote_id,
+                psn: cum,
+                // Only an ACK that answers fresh data carries an RTT sample
+                // (not one sent for a relocated copy's first path).
+                timestamp: core::mem::take(&mut rx.echo),
+            },
+            sack: sack.to_bytes(),
+            ecn_ce: ce,
+            rate_hint_mbps: hint,
+            status: self.rejected.map(|r| r.2),
+            stream: self.rejected.map_or(self.progress.0, |r| r.0),
+            stream_msn: self.rejected.map_or(self.progress.1, |r| r.1),
+        };
+        let len = wire::encode_ack(&ack, buf).ok()?;
+        self.stats.tx_acks += 1;
+        Some(Transmit {
+            path: i as u16,
+            sport: rx.sport,
+            len,
+            payload: None,
+        })
+    }
+}

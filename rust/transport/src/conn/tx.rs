@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit path: what to send next (control, resends, relocated
+//! packets, new data), which path takes it, pacing new data, and building
+//! data packets.
+
+use super::super::cc::pick_path;
+use super::super::framing::HEADER_OVERHEAD;
+use super::super::path::WINDOW;
+use super::super::seq::Bits256;
+use super::super::trace::TraceEvent;
+use super::super::wire::{self, flags, Common, DataHeader, Origin, PacketType};
+use super::{us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOTS};
+
+/// Packets of idle time the pacer may make up in a burst.
+const PACE_CREDIT: u64 = 4;
+
+impl<const P: usize> Connection<P> {
+    /// The next packet to send now, its header written to `buf` (which must
+    /// hold [`super::super::framing::TRANSPORT_HEADER_MAX`] bytes); `None` when
+    /// nothing may be sent until an input arrives.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if self.nak_len > 0 {
+            return self.send_nak(buf);
+        }
+        if let Some(i) = self.rx.iter().position(|r| r.due) {
+            return self.send_ack(i, buf);
+        }
+        for i in 0..self.n_paths() {
+            if self.tx.get(i).is_some_and(|p| !p.resend.is_empty()) {
+                if let Some(t) = self.send_resend(i, now, buf) {
+                    return Some(t);
+                }
+            }
+        }
+        for i in 0..self.n_paths() {
+            if self.tx.get(i).is_some_and(|p| !p.relocate.is_empty()) {
+                if let Some(t) = self.send_relocated(i, now, buf) {
+                    return Some(t);
+                }
+            }
+        }
+        self.send_new(now, buf)
+    }
+
+    /// Like [`Self::poll_transmit`], but only an ACK or a NAK: for a caller
+    /// that sends data from one context only and control from any.
+    pub fn poll_control(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        if self.nak_len > 0 {
+            return self.send_nak(buf);
+        }
+        let i = self.rx.iter().position(|r| r.due)?;
+        self.send_ack(i, buf)
+    }
+
+    /// Whether [`Self::poll_transmit`] may send data now: a packet to resend
+    /// or to move, or new data with room in the connection's window (the
+    /// paths' windows and the pacer may still hold it back).
+    pub fn wants_to_send(&self) -> bool {
+        let n = self.n_paths();
+        self.tx
+            .iter()
+            .take(n)
+            .any(|p| !p.resend.is_empty() || !p.relocate.is_empty())
+            || (self.cursor.is_some() && self.conn_has_room())
+    }
+
+    /// Encodes the data packet of `slot` as PSN `psn` of path `path`.
+    fn encode_slot(
+        &self,
+        path: usize,
+        psn: u32,
+        slot: &TxSlot,
+        extra: u8,
+        now: u64,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let m = self.msgs.get(usize::from(slot.msg))?;
+        let mut fl = extra;
+        // A cancelled message's packet goes out without its bytes.
+        let (len, void) = if m.cancelled {
+            (0, true)
+        } else {
+            (slot.len, false)
+        };
+        if void {
+            fl |= flags::VOID;
+        }
+        if slot.offset == 0 {
+            fl |= flags::FIRST;
+        }
+        if slot.last {
+            fl |= flags::LAST | flags::ACK_REQ;
+        }
+        if slot.origin.is_some() {
+            fl |= flags::RELOCATED;
+        }
+        let hdr = DataHeader {
+            common: Common {
+                ptype: PacketType::Data,
+                flags: fl,
+                path: path as u16,
+                conn: self.cfg.remote_id,
+                psn,
+                timestamp: us(now),
+            },
+            opcode: m.msg.opcode,
+            stream: m.msg.stream,
+            msn: m.msg.msn,
+            offset: slot.offset,
+            msg_len: m.msg.len,
+            remote: m.msg.remote,
+            rsn: m.msg.rsn,
+            imm: m.msg.imm,
+            atomic: m.msg.atomic,
+            origin: slot.origin,
+        };
+        let hlen = wire::encode_data(&hdr, len, buf).ok()?;
+        Some(Transmit {
+            path: path as u16,
+            sport: self.tx.get(path)?.sport,
+            len: hlen,
+            payload: (len > 0).then_some(Segment {
+                stream: m.msg.stream,
+                msn: m.msg.msn,
+                offset: slot.offset,
+                len,
+            }),
+        })
+    }
+
+    fn send_resend(&mut self, i: usize, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let p = self.tx.get_mut(i)?;
+        let una = p.seq.oldest_unacked()?;
+        // Oldest first: walk from una.
+        let mut found = None;
+        for k in 0..p.seq.in_flight() {
+            let idx = una.wrapping_add(k) % WINDOW;
+            if p.resend.clear(idx) {
+                found = Some(una.wrapping_add(k));
+                break;
+            }
+        }
+        let Some(psn) = found else {
+            p.resend = Bits256::EMPTY;
+            return None;
+        };
+        if p.deadline.is_none() {
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+        }
+        let slot = &mut p.slots[psn as usize % SLOTS];
+        if slot.state != SlotState::Live {
+            return None;
+        }
+        slot.order = p.next_order;
+        p.next_order = p.next_order.wrapping_add(1);
+        let slot = *slot;
+        self.stats.retransmits += 1;
+        p.stats.resent += 1;
+        p.stats.sent += 1;
+        let sport = p.sport;
+        self.trace.push(TraceEvent::Resend {
+            path: i as u16,
+            psn,
+            sport,
+        });
+        let extra = flags::RETRANSMIT | flags::ACK_REQ;
+        self.encode_slot(i, psn, &slot, extra, now, buf)
+    }
+
+    /// Free window of path `i` for new packets (0 for a suspect path).
+    fn free(&self, i: usize) -> u32 {
+        let Some(p) = self.tx.get(i) else {
+            return 0;
+        };
+        if p.expiries > 0 || !p.seq.can_send() {
+            return 0;
+        }
+        p.cc.window().saturating_sub(p.outstanding)
+    }
+
+    /// The path for the next packet: the most free window among the paths
+    /// known to work, else among those on a new, untried route.
+    fn pick(&self, except: Option<usize>) -> Option<usize> {
+        let n = usize::from(self.cfg.paths);
+        let free = |proven: bool| {
+            pick_path((0..n).map(move |i| {
+                let ok =
+                    Some(i) != except && self.tx.get(i).is_some_and(|p| (p.strikes == 0) == proven);
+                (if ok { self.free(i) } else { 0 }, 0)
+            }))
+        };
+        free(true).or_else(|| free(false))
+    }
+
+    /// Whether the connection window has room. Packets on a path whose
+    /// timer expired without progress are likely gone, so they do not count
+    /// (as lost packets leave TCP's pipe): the other paths keep sending.
+    fn conn_has_room(&self) -> bool {
+        let stuck: u32 = self
+            .tx
+            .iter()
+            .take(self.n_paths())
+            .filter(|p| p.expiries > 0)
+            .fold(0u32, |a, p| a.saturating_add(p.outstanding));
+        self.outstanding.saturating_sub(stuck) < self.cc.window()
+    }
+
+    /// Puts `slot` on a path as a new PSN and accounts for it.
+    fn place(&mut self, path: usize, mut slot: TxSlot, now: u64) -> Option<u32> {
+        let p = self.tx.get_mut(path)?;
+        let psn = p.seq.send()?;
+        slot.state = SlotState::Live;
+        slot.order = p.next_order;
+        p.next_order = p.next_order.wrapping_add(1);
+        p.slots[psn as usize % SLOTS] = slot;
+        p.outstanding += 1;
+        p.stats.sent += 1;
+        if p.deadline.is_none() {
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+        }
+        self.outstanding += 1;
+        self.sent_total = self.sent_total.wrapping_add(1);
+        Some(psn)
+    }
+
+    fn send_relocated(&mut self, src: usize, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.conn_has_room() {
+            return None;
+        }
+        let target = self.pick(Some(src))?;
+        let p = self.tx.get_mut(src)?;
+        let idx = p.relocate.ones().next()?;
+        p.relocate.clear(idx);
+        let una = p.seq.oldest_unacked()?;
+        let psn = una.wrapping_add(idx.wrapping_sub(una % WINDOW) % WINDOW);
+        let old = &mut p.slots[idx as usize];
+        if old.state != SlotState::Live {
+            return None;
+        }
+        old.state = SlotState::Moved;
+        let moved = TxSlot {
+            origin: Some(Origin {
+                path: src as u16,
+                psn,
+            }),
+            ..*old
+        };
+        p.outstanding = p.outstanding.saturating_sub(1);
+        self.outstanding = self.outstanding.saturating_sub(1);
+        let new_psn = self.place(target, moved, now)?;
+        self.stats.relocations += 1;
+        if let Some(p) = self.tx.get_mut(src) {
+            p.stats.relocated += 1;
+        }
+        self.trace.push(TraceEvent::Relocate {
+            from: src as u16,
+            psn,
+            to: target as u16,
+        });
+        self.encode_slot(target, new_psn, &moved, flags::RETRANSMIT, now, buf)
+    }
+
+    fn send_new(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        // The pacer is a timer only while it alone holds new data back.
+        self.paced = false;
+        let ci = usize::from(self.cursor?);
+        if !self.conn_has_room() {
+            return None;
+        }
+        if self.pace_mbps > 0 && now < self.next_send {
+            self.paced = true;
+            return None;
+        }
+        let path = self.pick(None)?;
+        let m = self.msgs.get_mut(ci)?;
+        let mp = u32::from(m.payload);
+        if m.state != MsgState::Active || m.sent_packets >= m.packets {
+            self.advance_cursor();
+            return None;
+        }
+        let offset = m.sent_packets.saturating_mul(mp);
+        let len = if m.msg.opcode.has_payload() {
+            m.msg.len.saturating_sub(offset).min(mp) as u16
+        } else {
+            0
+        };
+        m.sent_packets += 1;
+        let last = m.sent_packets == m.packets;
+        let slot = TxSlot {
+            state: SlotState::Live,
+            msg: ci as u16,
+            gen: m.gen,
+            offset,
+            len,
+            last,
+            origin: None,
+            order: 0,
+        };
+        if last {
+            self.advance_cursor();
+        }
+        let psn = self.place(path, slot, now)?;
+        self.stats.tx_data += 1;
+        if self.pace_mbps > 0 {
+            // bits / (Mbit/s) = microseconds; * 1000 for nanoseconds.
+            let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
+            let gap = bits * 1_000 / u64::from(self.pace_mbps);
+            // Time the pacer could not use (no window, nothing posted) is
+            // credited up to PACE_CREDIT packets, so that the average reaches
+            // the share instead of losing every idle moment.
+            let floor = now.saturating_sub(gap * PACE_CREDIT);
+            self.next_send = self.next_send.max(floor) + gap;
+        }
+        // Ask for an ACK when nothing more is queued or this path's window
+        // is full, so the sender never waits on a delayed acknowledgement.
+        // (Not when only the connection's window is full: the paths' ACKs
+        // arrive every `ack_every` packets anyway, and asking on every send
+        // that fills the window made an ACK of every other packet.)
+        let more = self.cursor.is_some() && self.free(path) > 0;
+        let extra = if more { 0 } else { flags::ACK_REQ };
+        self.encode_slot(path, psn, &slot, extra, now, buf)
+    }
+}

@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Sessions and their connections between several hosts, driven in the
+//! order `metaroce_transport::session` prescribes (the kernel driver and the
+//! simulator drive them the same way): the handshake before any data, a
+//! peer that restarts or goes silent mid-transfer, and the receiver's fair
+//! share as senders come and go.
+
+use metaroce_transport::cc::fair_share;
+use metaroce_transport::conn::{Config, Connection, Message, PostError, Received, PORT_BASE};
+use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
+use metaroce_transport::handshake::RESTART_SILENCE_NS;
+use metaroce_transport::session::{HelloOutcome, Session, SessionConfig, MIN_DEAD_NS};
+use metaroce_transport::stream::RecvStream;
+use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
+use proptest::prelude::*;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+type Conn = Connection<4>;
+/// A datagram on the wire: (arrival, order, from, to, source port, bytes).
+type OnWire = Reverse<(u64, u64, u32, u32, u16, Vec<u8>)>;
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const MSG: u32 = 4096;
+
+/// A tiny deterministic RNG (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// One host's view of one peer.
+struct Link {
+    session: Session,
+    conn: Box<Conn>,
+    /// Messages to post to the peer (`u32::MAX`: for ever).
+    to_post: u32,
+    next_msn: u32,
+    /// The stream our messages go on (a new one after a reset).
+    stream: u32,
+    /// Messages from the peer delivered whole, per stream.
+    rx: BTreeMap<u32, RecvStream>,
+    delivered: u64,
+    completed: u64,
+    resets: u32,
+    /// The longest silence measured while something waited.
+    silent_waiting: u64,
+}
+
+struct Host {
+    id: u32,
+    up: bool,
+    incarnation: u64,
+    capacity: u32,
+    senders: u32,
+    /// The most senders counted at once.
+    peak_senders: u32,
+    links: BTreeMap<u32, Link>,
+    hellos: u64,
+}
+
+struct Net {
+    hosts: Vec<Host>,
+    now: u64,
+    delay: u64,
+    /// Datagrams lost, per mille.
+    loss: u64,
+    rng: Rng,
+    wire: BinaryHeap<OnWire>,
+    seq: u64,
+    active_ns: u64,
+}
+
+impl Net {
+    fn new(hosts: u32, capacity: u32, seed: u64) -> Self {
+        Self {
+            hosts: (0..hosts)
+                .map(|id| Host {
+                    id,
+                    up: true,
+                    incarnation: 0,
+                    capacity,
+                    senders: 0,
+                    peak_senders: 0,
+                    links: BTreeMap::new(),
+                    hellos: 0,
+                })
+                .collect(),
+            now: 0,
+            delay: 10 * US,
+            loss: 0,
+            rng: Rng(seed | 1),
+            wire: BinaryHeap::new(),
+            seq: 0,
+            active_ns: 200 * US,
+        }
+    }
+
+    fn link(&mut self, host: u32, peer: u32) -> &mut Link {
+        let now = self.now;
+        let active_ns = self.active_ns;
+        let h = &mut self.hosts[host as usize];
+        let salt = (h.incarnation << 40) ^ (u64::from(host) << 20) ^ u64::from(peer);
+        let epoch = (salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
+        h.links.entry(peer).or_insert_with(|| {
+            let session =
+                Session::new(epoch, epoch ^ 0x5a5a_5a5a, now, SessionConfig { active_ns });
+            let conn = Box::new(Conn::new(config(&session)));
+            Link {
+                session,
+                conn,
+                to_post: 0,
+                next_msn: 0,
+                stream: 0,
+                rx: BTreeMap::new(),
+                delivered: 0,
+                completed: 0,
+                resets: 0,
+                silent_waiting: 0,
+            }
+        })
+    }
+
+    /// `from` sends `n` more messages to `to` (`u32::MAX`: for ever; 0:
+    /// stops).
+    fn send(&mut self, from: u32, to: u32, n: u32) {
+        let now = self.now;
+        let l = self.link(from, to);
+        l.to_post = n;
+        l.session.set_wanted(now, true);
+        self.pump(from, to);
+    }
+
+    fn emit(&mut self, from: u32, to: u32, sport: u16, bytes: Vec<u8>) {
+        if self.rng.next() % 1000 < self.loss {
+            return;
+        }
+        self.seq += 1;
+        self.wire.push(Reverse((
+            self.now + self.delay,
+            self.seq,
+            from,
+            to,
+            sport,
+            bytes,
+        )));
+    }
+
+    /// The driver's pump, in the session's order.
+    fn pump(&mut self, host: u32, peer: u32) {
+        let now = self.now;
+        let h = &mut self.hosts[host as usize];
+        if !h.up {
+            return;
+        }
+        let (capacity, mut senders) = (h.capacity, h.senders);
+        let Some(l) = h.links.get_mut(&peer) else {
+            return;
+        };
+        if let Some(silent) = l.session.poll_liveness(now) {
+            let waiting = l.conn.outstanding() > 0 || l.completed < u64::from(l.next_msn);
+            if waiting {
+                l.silent_waiting = l.silent_waiting.max(silent);
+            }
+            l.session.set_waiting(now, waiting);
+        }
+        if l.session.poll_quiet(now) {
+            senders -= 1;
+        }
+        l.session.share(&mut l.conn, capacity, senders);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 32];
+        while let Some(n) = l.session.poll_hello(now, &mut buf) {
+            out.push((PORT_BASE, buf[..n].to_vec()));
+        }
+        let hellos = out.len() as u64;
+        if l.session.ready() {
+            let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+            loop {
+                let mut posted = false;
+                while l.to_post > 0 {
+                    let m = Message {
+                        opcode: Opcode::Write,
+                        stream: l.stream,
+                        msn: l.next_msn,
+                        len: MSG,
+                        remote: Some(Remote { rkey: 1, addr: 0 }),
+                        rsn: 0,
+                        imm: None,
+                        atomic: None,
+                    };
+                    match l.conn.post(m) {
+                        Ok(()) => {
+                            l.next_msn += 1;
+                            if l.to_post != u32::MAX {
+                                l.to_post -= 1;
+                            }
+                            l.session.on_posted();
+                            posted = true;
+                        }
+                        Err(PostError::Full | PostError::StreamBusy) => break,
+                        Err(e) => panic!("post: {e:?}"),
+                    }
+                }
+                let mut sent = false;
+                while let Some(t) = l.conn.poll_transmit(now, &mut hdr) {
+                    let mut bytes = hdr[..t.len].to_vec();
+                    bytes.resize(t.len + t.payload.map_or(0, |s| usize::from(s.len)), 0);
+                    out.push((t.sport, bytes));
+                    sent = true;
+                }
+                while let Some(c) = l.conn.poll_event() {
+                    assert_eq!(c.error, None, "completion {c:?}");
+                    l.completed += 1;
+                }
+                if !posted && !sent {
+                    break;
+                }
+            }
+        }
+        h.senders = senders;
+        h.hellos += hellos;
+        for (sport, bytes) in out {
+            self.emit(host, peer, sport, bytes);
+        }
+    }
+
+    fn receive(&mut self, from: u32, to: u32, sport: u16, bytes: &[u8]) {
+        let now = self.now;
+        if !self.hosts[to as usize].up {
+            return;
+        }
+        if wire::peek(bytes).is_some_and(|(t, _)| t == PacketType::Hello) {
+            let Ok(Packet::Hello(hello)) = wire::decode(bytes) else {
+                panic!("a hello that does not decode")
+            };
+            let l = self.link(to, from);
+            let o = l.session.on_hello(
+                hello.epoch,
+                hello.isn,
+                hello.common.conn,
+                hello.common.flags,
+                now,
+            );
+            match o {
+                HelloOutcome::Nothing => {}
+                HelloOutcome::Rekey => l.conn.configure(config(&l.session)),
+                HelloOutcome::Reset => {
+                    // As the driver does: what was in flight is void, the
+                    // connection starts again, the application on a new
+                    // stream.
+                    l.resets += 1;
+                    *l.conn = Conn::new(config(&l.session));
+                    l.stream += 2;
+                    l.next_msn = 0;
+                    l.completed = 0;
+                }
+            }
+        } else {
+            let l = self.link(to, from);
+            let mut joined = false;
+            if let Ok(r) = l.conn.on_datagram(now, bytes, sport, false) {
+                joined = l.session.on_received(now, &r);
+                if let Received::Data(d, payload) = r {
+                    let s = l.rx.entry(d.stream).or_insert_with(|| RecvStream::new(0));
+                    s.on_packet(d.msn, payload.len() as u32, d.msg_len)
+                        .expect("in place");
+                    while let Some(msn) = s.pop_completed() {
+                        l.delivered += 1;
+                        l.conn.set_progress(d.stream, msn.wrapping_add(1));
+                    }
+                }
+            }
+            let h = &mut self.hosts[to as usize];
+            if joined {
+                h.senders += 1;
+                h.peak_senders = h.peak_senders.max(h.senders);
+            }
+        }
+        self.pump(to, from);
+    }
+
+    /// Runs until `until` (ns).
+    fn run(&mut self, until: u64) {
+        // A deadline that stays due would spin here (and spin a kernel's
+        // timer): bounded, so that it fails instead.
+        for _ in 0..50_000_000u64 {
+            let wire = self.wire.peek().map(|Reverse(d)| d.0);
+            let timer = self
+                .hosts
+                .iter()
+                .filter(|h| h.up)
+                .flat_map(|h| {
+                    h.links.iter().filter_map(move |(p, l)| {
+                        l.session
+                            .next_deadline(0, l.conn.next_timeout())
+                            .map(|t| (t, h.id, *p))
+                    })
+                })
+                .min();
+            let next = match (wire, timer) {
+                (Some(w), Some((t, ..))) => w.min(t),
+                (Some(w), None) => w,
+                (None, Some((t, ..))) => t,
+                (None, None) => {
+                    self.now = self.now.max(until);
+                    return;
+                }
+            };
+            if next > until {
+                self.now = self.now.max(until);
+                return;
+            }
+            self.now = self.now.max(next);
+            if wire == Some(next) {
+                let Some(Reverse((_, _, from, to, sport, bytes))) = self.wire.pop() else {
+                    unreachable!("peeked above");
+                };
+                self.receive(from, to, sport, &bytes);
+            } else if let Some((_, h, p)) = timer {
+                let now = self.now;
+                let l = self.hosts[h as usize]
+                    .links
+                    .get_mut(&p)
+                    .expect("timer of a link");
+                if l.session.ready() {
+                    l.conn.on_timeout(now);
+                }
+                self.pump(h, p);
+            }
+        }
+        panic!("no progress by {} ns", self.now);
+    }
+
+    /// Host `id` restarts: its state is gone, a new incarnation comes up.
+    fn restart(&mut self, id: u32) {
+        let h = &mut self.hosts[id as usize];
+        h.links.clear();
+        h.senders = 0;
+        h.incarnation += 1;
+    }
+
+    fn pace(&self, host: u32, peer: u32) -> u32 {
+        self.hosts[host as usize].links[&peer].conn.pace_mbps()
+    }
+}
+
+fn config(s: &Session) -> Config {
+    let mut c = Config::new(0, 0, 4, 1024);
+    s.configure(&mut c);
+    c
+}
+
+#[test]
+fn sessions_meet_before_any_data_and_then_deliver_everything() {
+    let mut net = Net::new(2, 0, 1);
+    net.send(0, 1, 50);
+    net.run(50 * MS);
+    let l = &net.hosts[0].links[&1];
+    assert_eq!(l.completed, 50);
+    assert_eq!(net.hosts[1].links[&0].delivered, 50);
+    // Three hellos make the handshake; none after it.
+    let hellos = net.hosts[0].hellos + net.hosts[1].hellos;
+    assert!(hellos <= 4, "{hellos} hellos");
+    // No capacity: no hint, no pacing.
+    assert_eq!(net.pace(0, 1), 0);
+}
+
+#[test]
+fn a_peer_that_restarts_mid_transfer_is_met_again_once() {
+    let mut net = Net::new(2, 1000, 2);
+    net.send(0, 1, 3000);
+    net.run(5 * MS);
+    let before = net.hosts[1].links[&0].delivered;
+    assert!(
+        before > 10 && before < 3000,
+        "{before} delivered: mid-transfer"
+    );
+    let epoch = net.hosts[0].links[&1].session.epoch();
+    net.restart(1);
+    // The new incarnation says hello; the old one stays silent.
+    net.send(1, 0, 0);
+    net.run(5 * MS + RESTART_SILENCE_NS / 2);
+    assert_eq!(net.hosts[0].links[&1].resets, 0, "a claim is doubted first");
+    net.run(5 * MS + 2 * RESTART_SILENCE_NS + 300 * MS);
+    let l = &net.hosts[0].links[&1];
+    assert_eq!(l.resets, 1);
+    assert_ne!(l.session.epoch(), epoch, "our epoch moved on");
+    assert!(l.session.ready());
+    let after = net.hosts[1].links[&0].delivered;
+    assert!(after > 10, "{after} messages reached the new incarnation");
+}
+
+#[test]
+fn a_silent_peer_is_measured_while_requests_wait() {
+    let mut net = Net::new(2, 1000, 3);
+    net.send(0, 1, 3000);
+    net.run(5 * MS);
+    assert!(net.hosts[1].links[&0].delivered < 3000, "mid-transfer");
+    net.hosts[1].up = false;
+    net.run(5 * MS + MIN_DEAD_NS + 200 * MS);
+    let s = net.hosts[0].links[&1].silent_waiting;
+    assert!(s >= MIN_DEAD_NS, "silent {s} ns");
+    // A peer that answers is never measured silent for long.
+    let mut net = Net::new(2, 0, 4);
+    net.send(0, 1, 2000);
+    net.run(MIN_DEAD_NS);
+    assert!(net.hosts[0].links[&1].silent_waiting < 50 * MS);
+}
+
+#[test]
+fn the_receivers_capacity_is_shared_among_senders_as_they_come_and_go() {
+    const CAP: u32 = 8000;
+    let mut net = Net::new(5, CAP, 5);
+    net.send(1, 0, u32::MAX);
+    net.send(2, 0, u32::MAX);
+    net.run(3 * MS);
+    assert_eq!(net.hosts[0].senders, 2);
+    assert_eq!((net.pace(1, 0), net.pace(2, 0)), (CAP / 2, CAP / 2));
+    net.send(3, 0, u32::MAX);
+    net.send(4, 0, u32::MAX);
+    net.run(4 * MS);
+    assert_eq!(net.hosts[0].senders, 4);
+    for s in 1..=4 {
+        assert_eq!(net.pace(s, 0), CAP / 4, "sender {s}");
+    }
+    // Three stop: the last one gets everything once they count as quiet.
+    for s in 1..=3 {
+        net.send(s, 0, 0);
+    }
+    net.run(30 * MS);
+    assert_eq!(net.hosts[0].senders, 1);
+    assert_eq!(net.pace(4, 0), CAP);
+    net.send(4, 0, 0);
+    net.run(60 * MS);
+    assert_eq!(net.hosts[0].senders, 0);
+    assert_eq!(net.hosts[0].peak_senders, 4);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Senders start and stop at random over a lossy network: the
+    /// receiver's count never goes wrong, each sender's pace is the share of
+    /// the count, and the count is back at zero once everything stopped.
+    #[test]
+    fn the_count_of_senders_follows_them(
+        steps in proptest::collection::vec((1u32..4, any::<bool>(), 1u64..2000), 1..12),
+        loss in 0u64..30,
+        seed in any::<u64>(),
+    ) {
+        const CAP: u32 = 9000;
+        let mut net = Net::new(4, CAP, seed);
+        net.loss = loss;
+        let mut t = 0;
+        for (s, on, gap) in steps {
+            net.send(s, 0, if on { u32::MAX } else { 0 });
+            t += gap * US;
+            net.run(t);
+            let h = &net.hosts[0];
+            let counted = h.links.values().filter(|l| l.session.sending()).count() as u32;
+            prop_assert_eq!(h.senders, counted);
+            prop_assert!(h.senders <= 3);
+        }
+        for s in 1..4 {
+            net.send(s, 0, 0);
+        }
+        net.run(t + 50 * MS);
+        prop_assert_eq!(net.hosts[0].senders, 0);
+        // While one sender alone sends, it is paced at the whole capacity.
+        net.send(2, 0, u32::MAX);
+        net.run(t + 60 * MS);
+        prop_assert_eq!(net.hosts[0].senders, 1);
+        prop_assert_eq!(net.pace(2, 0), fair_share(CAP, 1));
+    }
+}
