@@ -21,7 +21,11 @@
 use super::state::{Ipv4, PeerNode, Shared, PATHS};
 use crate::transport::stats::{DropReason, PathInfo, Stats};
 use core::fmt::{self, Write};
-use kernel::{alloc::KVec, prelude::*, sync::Arc};
+use kernel::{
+    alloc::KVec,
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+};
 
 /// What a debugfs read shows: the device's connections.
 pub(crate) struct Telemetry {
@@ -139,7 +143,14 @@ pub(crate) fn write(t: &Telemetry, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for ch in t.name.iter() {
         f.write_char(char::from(*ch))?;
     }
-    writeln!(f, " peers {} payload {}", peers.len(), t.dev.payload)?;
+    writeln!(
+        f,
+        " peers {} payload {} capacity_mbps {} senders {}",
+        peers.len(),
+        t.dev.payload,
+        t.dev.capacity.load(Relaxed),
+        t.dev.senders.load(Relaxed)
+    )?;
     for p in peers.iter() {
         let v = view(p)?;
         write_peer(f, &v)?;

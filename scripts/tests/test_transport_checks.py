@@ -91,6 +91,9 @@ class Fuzz(unittest.TestCase):
     def test_fuzz_connection(self):
         self.fuzz("connection")
 
+    def test_fuzz_session(self):
+        self.fuzz("session")
+
 
 if __name__ == "__main__":
     unittest.main()

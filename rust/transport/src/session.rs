@@ -44,6 +44,7 @@
 
 use super::cc::fair_share;
 use super::conn::{Config, Connection, Received};
+use super::framing::HEADER_OVERHEAD;
 use super::handshake::Handshake;
 
 /// The gap between the first two hellos while the handshake is incomplete
@@ -83,9 +84,10 @@ pub fn patience_ns(timeout: u8, retry_cnt: u8) -> Option<u64> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
     /// A peer counts as an active sender for this long after its last new
-    /// data (nanoseconds): long enough to span the gaps of a paced sender
-    /// and of a sender between two requests, short enough that a sender
-    /// that stopped gives its share back quickly.
+    /// data (nanoseconds), or for eight packets at its share if that is
+    /// longer: long enough to span the gaps of a paced sender and of a
+    /// sender between two requests, short enough that a sender that stopped
+    /// gives its share back quickly.
     pub active_ns: u64,
 }
 
@@ -136,6 +138,10 @@ pub struct Session {
     sending_at: Option<u64>,
     /// The (capacity, senders) the connection's hint was last set from.
     shared: Option<(u32, u32)>,
+    /// How long without new data ends the peer's turn as a sender: the
+    /// configured time, or eight packets at its share if that is longer (a
+    /// sender paced at a small share sends rarely).
+    quiet_ns: u64,
     /// Hellos and challenges sent, for statistics.
     sent: u64,
 }
@@ -158,6 +164,7 @@ impl Session {
             next_check: now,
             sending_at: None,
             shared: None,
+            quiet_ns: cfg.active_ns,
             sent: 0,
         }
     }
@@ -293,7 +300,7 @@ impl Session {
     /// counts one less); says so once.
     pub fn poll_quiet(&mut self, now: u64) -> bool {
         match self.sending_at {
-            Some(t) if now.saturating_sub(t) >= self.cfg.active_ns => {
+            Some(t) if now.saturating_sub(t) >= self.quiet_ns => {
                 self.sending_at = None;
                 true
             }
@@ -324,6 +331,11 @@ impl Session {
         let old = self.shared.map_or(0, |(c, n)| fair_share(c, n));
         self.shared = Some(now);
         conn.share_capacity(now.0, now.1);
+        // Eight packets at the share: bits * 1000 / (Mbit/s) = ns.
+        let share = u64::from(fair_share(now.0, now.1));
+        let packet_bits = (u64::from(conn.config().max_payload) + u64::from(HEADER_OVERHEAD)) * 8;
+        let eight = (8 * packet_bits * 1_000).checked_div(share).unwrap_or(0);
+        self.quiet_ns = self.cfg.active_ns.max(eight);
         if self.sending() && fair_share(now.0, now.1) != old {
             conn.announce();
         }
@@ -386,7 +398,7 @@ impl Session {
             at(self.next_check);
         }
         if let Some(t) = self.sending_at {
-            at(t.saturating_add(self.cfg.active_ns));
+            at(t.saturating_add(self.quiet_ns));
         }
         next
     }
@@ -606,5 +618,22 @@ mod tests {
         assert!(!a.close());
         a.sending_at = Some(4 * q);
         assert!(a.close());
+    }
+
+    #[test]
+    fn a_sender_paced_at_a_small_share_keeps_counting_between_its_packets() {
+        let (mut a, _) = met();
+        let mut conn = Conn::new(Config::new(1, 2, 4, 1024));
+        let q = SessionConfig::DEFAULT.active_ns;
+        // 1 Mbit/s each: a 1,144-byte packet every 9.2 ms, eight in 73 ms.
+        a.share(&mut conn, 8, 8);
+        a.sending_at = Some(0);
+        assert!(!a.poll_quiet(5 * q), "counted for eight packets");
+        assert_eq!(a.next_deadline(0, None), Some(73_216_000));
+        assert!(a.poll_quiet(73_216_000));
+        // A large share: the configured time.
+        a.share(&mut conn, 10_000, 1);
+        a.sending_at = Some(0);
+        assert!(a.poll_quiet(q));
     }
 }

@@ -1,0 +1,322 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Incast: INCAST_SENDERS (8) sender namespaces write to one receiver at once
+# through a router whose link to the receiver is the bottleneck: a token
+# bucket at INCAST_RATE_KBIT feeding one FIFO CoDel queue that marks ECN
+# (fq_codel with a single flow queue, so the queue itself is not fair).
+# metaroce.ko is loaded with capacity_mbps at 90% of the bottleneck: the
+# receiver shares that among the senders it counts, in every ACK, and each
+# sender paces at its share. Measured over INCAST_SECONDS once every sender
+# has run for a while (the hints have gone round):
+#   - the receiver counts every sender, each sender paces at its share;
+#   - every sender's goodput (new data packets at the receiver, per peer,
+#     from its telemetry) within 20% of the fair share of what crossed the
+#     bottleneck, Jain's index >= 0.95;
+#   - the bottleneck queue bounded (backlog sampled) and dropping nothing;
+#   - the bottleneck used (goodput at least half the senders' shares).
+# Then rdma_rxe through the same topology, for comparison (recorded, not
+# judged): each sender's offered rate (its veth's transmitted bytes, go-back-N
+# resends included), Jain's index and the queue's drops. The figures are
+# printed as "# incast:" lines (make bench collects them).
+#
+# The senders are ib_write_bw clients (perftest, 64 KiB writes, duration
+# mode) through scripts/rdma-env.sh. Environment:
+#   INCAST_SENDERS    senders (default 8, at most 16)
+#   INCAST_RATE_KBIT  the bottleneck's rate (default 18000); the shares are
+#                     whole Mbit/s (the wire format's unit), so keep
+#                     0.9 x rate / senders >= 1 Mbit/s
+#   INCAST_SECONDS    the measuring window (default 12)
+#   INCAST_TYPES      which transports (default "metaroce rxe")
+#   METAROCE_KO / RXE_KO   the modules (metaroce.ko is reloaded with
+#                     capacity_mbps and again without it at the end)
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+senders=${INCAST_SENDERS:-8}
+rate=${INCAST_RATE_KBIT:-18000}
+window=${INCAST_SECONDS:-12}
+types=${INCAST_TYPES:-metaroce rxe}
+capacity=$((rate * 9 / 10 / 1000))
+settle=6
+duration=$((settle + window + 8))
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+env=$top/scripts/rdma-env.sh
+prefix=${METAROCE_RDMA_PREFIX:-$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)}
+[ -e "$prefix/lib/libibverbs.so.1" ] ||
+	skip_all "the rdma-core build is missing (make provider)"
+export METAROCE_RDMA_PREFIX=$prefix
+command -v ib_write_bw >/dev/null 2>&1 || skip_all "perftest is not installed"
+require_tools ip rdma tc ss timeout awk insmod rmmod
+[ -n "$METAROCE_KO" ] || skip_all "METAROCE_KO is not set (the module is reloaded)"
+[ "$senders" -ge 2 ] && [ "$senders" -le 16 ] || skip_all "INCAST_SENDERS must be 2..16"
+[ $((capacity / senders)) -ge 1 ] || skip_all "a share below 1 Mbit/s (raise INCAST_RATE_KBIT)"
+
+NS_R=mrIR-$$
+NS_V=mrIV-$$
+ns_s() { echo "mrIS$1-$$"; }
+DEV_V=
+DEVS_S=()
+logs=$(mktemp -d)
+debugfs=/sys/kernel/debug/metaroce
+
+incast_down() {
+	local i
+	pkill -f "ib_write_bw.*-p 189[0-9][0-9]" 2>/dev/null
+	[ -n "$DEV_V" ] && cleanup_links "$DEV_V" "${DEVS_S[@]}"
+	DEV_V=
+	DEVS_S=()
+	ip netns del "$NS_R" 2>/dev/null
+	ip netns del "$NS_V" 2>/dev/null
+	for ((i = 0; i < senders; i++)); do ip netns del "$(ns_s "$i")" 2>/dev/null; done
+	true
+}
+
+reload_metaroce() {
+	[ -d /sys/module/metaroce ] && { rmmod metaroce || return 1; }
+	insmod "$METAROCE_KO" "$@"
+}
+
+trap 'incast_down; reload_metaroce >/dev/null 2>&1; rm -rf "$logs"' EXIT
+
+# The router, the receiver behind the bottleneck, the senders; TYPE devices.
+incast_up() {
+	local type=$1 i ns
+	ip netns add "$NS_R" && ip netns add "$NS_V" || return 1
+	ip -n "$NS_R" link set lo up
+	ip -n "$NS_V" link set lo up
+	ip link add rcv0 netns "$NS_V" type veth peer name bneck netns "$NS_R" || return 1
+	ip -n "$NS_V" addr add 10.80.0.2/24 dev rcv0
+	ip -n "$NS_R" addr add 10.80.0.1/24 dev bneck
+	ip -n "$NS_V" link set rcv0 up
+	ip -n "$NS_R" link set bneck up
+	ip -n "$NS_V" route add default via 10.80.0.1
+	ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1 || return 1
+	for ((i = 0; i < senders; i++)); do
+		ns=$(ns_s "$i")
+		ip netns add "$ns" || return 1
+		ip -n "$ns" link set lo up
+		ip link add snd0 netns "$ns" type veth peer name "up$i" netns "$NS_R" || return 1
+		ip -n "$ns" addr add "10.80.$((i + 1)).2/24" dev snd0
+		ip -n "$NS_R" addr add "10.80.$((i + 1)).1/24" dev "up$i"
+		ip -n "$ns" link set snd0 up
+		ip -n "$NS_R" link set "up$i" up
+		ip -n "$ns" route add default via "10.80.$((i + 1)).1"
+	done
+	# The bottleneck: a token bucket, its queue one CoDel FIFO marking ECN.
+	tc -n "$NS_R" qdisc add dev bneck root handle 1: tbf rate "${rate}kbit" \
+		burst 16kb latency 400ms || return 1
+	tc -n "$NS_R" qdisc add dev bneck parent 1:1 handle 10: fq_codel flows 1 ecn \
+		limit 2000 target 20ms interval 200ms || return 1
+	DEV_V="${type}V$$"
+	rdma_in "$NS_V" link add "$DEV_V" type "$type" netdev rcv0 || return 1
+	for ((i = 0; i < senders; i++)); do
+		DEVS_S[i]="${type}S$i-$$"
+		rdma_in "$(ns_s "$i")" link add "${DEVS_S[i]}" type "$type" netdev snd0 || return 1
+	done
+	wait_for 30 fabric_dev_ready "$DEV_V" 10.80.0.2 || return 1
+	for ((i = 0; i < senders; i++)); do
+		wait_for 30 fabric_dev_ready "${DEVS_S[i]}" "10.80.$((i + 1)).2" || return 1
+	done
+}
+
+listening() {
+	ip netns exec "$NS_V" ss -Hltn "sport = :$1" | grep -q .
+}
+
+# Starts the servers and then every client at once.
+incast_start() {
+	local i gid port
+	gid=$(fabric_gid_index "$DEV_V" 10.80.0.2) || return 1
+	for ((i = 0; i < senders; i++)); do
+		port=$((18900 + i))
+		ip netns exec "$NS_V" timeout $((duration + 60)) "$env" ib_write_bw -d "$DEV_V" \
+			-x "$gid" -F -s 65536 -D "$duration" -p "$port" >"$logs/server$i" 2>&1 &
+	done
+	for ((i = 0; i < senders; i++)); do
+		wait_for 60 listening $((18900 + i)) || return 1
+	done
+	for ((i = 0; i < senders; i++)); do
+		gid=$(fabric_gid_index "${DEVS_S[i]}" "10.80.$((i + 1)).2") || return 1
+		ip netns exec "$(ns_s "$i")" timeout $((duration + 60)) "$env" ib_write_bw \
+			-d "${DEVS_S[i]}" -x "$gid" -F -s 65536 -D "$duration" -p $((18900 + i)) \
+			10.80.0.2 >"$logs/client$i" 2>&1 &
+		CLIENTS[i]=$!
+	done
+}
+
+# The bottleneck queue's counters: "sent_bytes dropped backlog_bytes".
+queue_stats() {
+	tc -n "$NS_R" -s qdisc show dev bneck | awk '
+	$1 == "qdisc" && $2 == "fq_codel" { q = 1 }
+	q && $1 == "Sent" { sent = $2; d = $7; sub(/,/, "", d) }
+	q && $1 == "backlog" { b = $2; sub(/b$/, "", b); m = 1
+		if (b ~ /K$/) m = 1024; if (b ~ /M$/) m = 1048576
+		sub(/[KM]$/, "", b); print sent, d, int(b * m); exit }'
+}
+
+# Each sender's rcvd (new data packets) as the receiver's telemetry counts
+# them, in sender order; and the device line's fields.
+rcvd_per_sender() {
+	awk -v n="$senders" '
+	$1 == "peer" { split($2, ip, "."); for (i = 3; i < NF; i += 2) if ($i == "rcvd") r[ip[3] - 1] = $(i + 1) }
+	END { for (i = 0; i < n; i++) printf "%d ", r[i] + 0; print "" }' "$debugfs/$DEV_V"
+}
+
+device_field() {
+	awk -v k="$2" '$1 == "device" { for (i = 2; i < NF; i++) if ($i == k) print $(i + 1) }' \
+		"$debugfs/$1"
+}
+
+pace_of_sender() {
+	awk '$1 == "peer" && $2 == "10.80.0.2" { for (i = 3; i < NF; i += 2) if ($i == "pace_mbps") print $(i + 1) }' \
+		"$debugfs/$1"
+}
+
+# What each sender sent into the router (its veth's bytes, as the router's
+# end received them), in sender order. Run inside the router's namespace.
+tx_per_sender() {
+	local i v out=""
+	for ((i = 0; i < senders; i++)); do
+		read -r v <"/sys/class/net/up$i/statistics/rx_bytes"
+		out+="$v "
+	done
+	echo "$out"
+}
+
+sample() {
+	if [ "$1" = metaroce ]; then
+		rcvd_per_sender
+	else
+		ip netns exec "$NS_R" bash -c "$(declare -f tx_per_sender); senders=$senders; tx_per_sender"
+	fi
+}
+
+# jain RATES...: Jain's fairness index.
+jain() {
+	awk 'BEGIN { for (i = 1; i < ARGC; i++) { s += ARGV[i]; q += ARGV[i] ^ 2 }
+		n = ARGC - 1; printf "%.3f\n", (q > 0 ? s * s / (n * q) : 0) }' "$@"
+}
+
+# within PCT MEAN RATES...: every rate within PCT% of MEAN.
+within() {
+	awk -v p="$1" -v m="$2" 'BEGIN { for (i = 3; i < ARGC; i++)
+		if (ARGV[i] < m * (1 - p / 100) || ARGV[i] > m * (1 + p / 100)) exit 1 }' "$@"
+}
+
+# measure TYPE: fills RATES (Mbit/s per sender), DROPS, QMAX (bytes), SENT
+# (Mbit/s through the bottleneck), over a window of about INCAST_SECONDS
+# (measured: starting programs is slow under emulation).
+measure() {
+	local type=$1 a b q0 q1 t0 t1 i payload=1
+	sleep "$settle"
+	a=$(sample "$type")
+	q0=$(queue_stats)
+	t0=$EPOCHREALTIME
+	QMAX=0
+	SENDERS_SEEN=
+	PACES=()
+	while awk -v a="$t0" -v b="$EPOCHREALTIME" -v w="$window" 'BEGIN { exit !(b - a < w) }'; do
+		sleep 1
+		# shellcheck disable=SC2046
+		set -- $(queue_stats)
+		[ "${3:-0}" -gt "$QMAX" ] && QMAX=$3
+		if [ "$type" = metaroce ] && [ -z "$SENDERS_SEEN" ]; then
+			SENDERS_SEEN=$(device_field "$DEV_V" senders)
+			for ((i = 0; i < senders; i++)); do PACES[i]=$(pace_of_sender "${DEVS_S[i]}"); done
+		fi
+	done
+	b=$(sample "$type")
+	q1=$(queue_stats)
+	t1=$EPOCHREALTIME
+	WINDOW=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	[ "$type" = metaroce ] && payload=$(device_field "$DEV_V" payload)
+	# shellcheck disable=SC2206 # word lists on purpose
+	local x=($a) y=($b)
+	RATES=()
+	for ((i = 0; i < senders; i++)); do
+		# MetaRoCE: packets x payload bytes; rxe: bytes.
+		RATES[i]=$(awk -v d=$((y[i] - x[i])) -v p="$payload" -v w="$WINDOW" \
+			'BEGIN { printf "%.3f", d * p * 8 / w / 1e6 }')
+	done
+	# shellcheck disable=SC2086
+	set -- $q0
+	local sent0=$1 drop0=$2
+	# shellcheck disable=SC2086
+	set -- $q1
+	DROPS=$(($2 - drop0))
+	SENT=$(awk -v b=$(($1 - sent0)) -v w="$WINDOW" 'BEGIN { printf "%.3f", b * 8 / w / 1e6 }')
+}
+
+run_type() {
+	local type=$1 i
+	if ! incast_up "$type" 2>"$logs/up.err"; then
+		ktap_info "$(cat "$logs/up.err")"
+		return 1
+	fi
+	CLIENTS=()
+	incast_start || return 1
+	measure "$type"
+	CLIENT_RC=0
+	for ((i = 0; i < senders; i++)); do
+		wait "${CLIENTS[i]}" || CLIENT_RC=$?
+	done
+	return 0
+}
+
+report() {
+	local type=$1 j mean
+	j=$(jain "${RATES[@]}")
+	mean=$(awk 'BEGIN { for (i = 1; i < ARGC; i++) s += ARGV[i]; printf "%.3f", s / (ARGC - 1) }' "${RATES[@]}")
+	ktap_info "incast: $type senders $senders bottleneck_kbit $rate window_s $WINDOW" \
+		"rates_mbps ${RATES[*]} mean $mean jain $j bottleneck_mbps $SENT queue_max_bytes $QMAX queue_drops $DROPS"
+	JAIN=$j
+	MEAN=$mean
+}
+
+npoints=9
+[[ " $types " == *" rxe "* ]] && npoints=$((npoints + 1))
+ktap_plan $npoints
+
+# --- MetaRoCE -------------------------------------------------------------
+if [[ " $types " == *" metaroce "* ]]; then
+	check "metaroce.ko loads with capacity_mbps=$capacity" reload_metaroce capacity_mbps="$capacity"
+	if run_type metaroce; then
+		ktap_ok "$senders senders and a receiver behind a ${rate} kbit/s bottleneck"
+		report metaroce
+		check "every client ran its ${duration} s (rc $CLIENT_RC)" [ "$CLIENT_RC" = 0 ]
+		check "the receiver counts $senders senders (counted: ${SENDERS_SEEN:-none})" \
+			[ "${SENDERS_SEEN:-0}" = "$senders" ]
+		share=$((capacity / senders))
+		ok=1
+		for p in "${PACES[@]}"; do [ "$p" = "$share" ] || ok=0; done
+		check "every sender paces at its share, $share Mbit/s (${PACES[*]})" [ $ok = 1 ]
+		check "every sender within 20% of the fair share of the bottleneck ($MEAN Mbit/s)" \
+			within 20 "$MEAN" "${RATES[@]}"
+		check "Jain's index $JAIN >= 0.95" awk -v j="$JAIN" 'BEGIN { exit !(j >= 0.95) }'
+		check "the bottleneck queue drops nothing once settled ($DROPS) and stays below 64 KiB ($QMAX bytes)" \
+			eval '[ "$DROPS" = 0 ] && [ "$QMAX" -lt 65536 ]'
+		check "the senders use the bottleneck: goodput $(awk -v m="$MEAN" -v n="$senders" 'BEGIN { print m * n }') Mbit/s >= half of $capacity" \
+			awk -v m="$MEAN" -v n="$senders" -v c="$capacity" 'BEGIN { exit !(m * n >= c / 2) }'
+	else
+		for ((k = 1; k < 9; k++)); do ktap_fail "metaroce incast (set-up failed)"; done
+	fi
+	incast_down
+else
+	for ((k = 0; k < 9; k++)); do ktap_skip "metaroce incast" "not in INCAST_TYPES"; done
+fi
+
+# --- rdma_rxe, for comparison ----------------------------------------------
+if [[ " $types " == *" rxe "* ]]; then
+	if ! rdma_type_load rxe; then
+		ktap_skip "rxe through the same incast" "rdma_rxe is not available"
+	elif run_type rxe; then
+		report rxe
+		ktap_ok "rxe through the same incast (clients rc $CLIENT_RC; recorded, not judged)"
+	else
+		ktap_fail "rxe through the same incast (set-up failed)"
+	fi
+	incast_down
+fi
+ktap_finish
