@@ -55,4 +55,9 @@ cp "$out/guest/bench.csv" "$out/bench.csv"
 	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
 		"$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); guest: QEMU TCG, kernel $krel"
 	"$py" "$TOP/tools/bench/report.py" "$out/bench.csv" --out "$out"
+	if [ -s "$out/guest/incast.txt" ]; then
+		cp "$out/guest/incast.txt" "$out/incast.txt"
+		echo
+		"$py" "$TOP/tools/bench/incast_report.py" "$out/incast.txt" --out "$out"
+	fi
 } | tee "$out/table.txt"

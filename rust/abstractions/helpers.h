@@ -77,7 +77,7 @@ void mr_trace_resend(const u8 *peer, u16 path, u32 psn, u16 sport);
 void mr_trace_relocate(const u8 *peer, u16 path, u32 psn, u16 to_path);
 void mr_trace_path_moved(const u8 *peer, u16 path, u16 from_sport, u16 to_sport);
 void mr_trace_ecn(const u8 *peer, u16 path, u16 marks, u32 path_window, u32 conn_window);
-void mr_trace_rate_hint(const u8 *peer, u32 from_mbps, u32 to_mbps);
+void mr_trace_rate_hint(const u8 *peer, u32 from_kbps, u32 to_kbps);
 void mr_trace_peer_restart(const u8 *peer, u32 qps);
 void mr_trace_peer_silence(const u8 *peer, u32 silent_ms, u32 qps_failed);
 void mr_trace_qp_error(const u8 *peer, u32 qpn, u32 dest_qpn, u32 from_state);

@@ -92,21 +92,21 @@ TRACE_EVENT(metaroce_ecn,
 	TP_printk("peer=%pI4 path=%u marks=%u path_window=%u conn_window=%u", __entry->peer, __entry->path, __entry->marks, __entry->path_window, __entry->conn_window)
 );
 
-/* The peer's rate hint for us changed (Mbit/s, 0: none). */
+/* The peer's rate hint for us changed (kbit/s, 0: none). */
 TRACE_EVENT(metaroce_rate_hint,
-	TP_PROTO(const u8 *peer, u32 from_mbps, u32 to_mbps),
-	TP_ARGS(peer, from_mbps, to_mbps),
+	TP_PROTO(const u8 *peer, u32 from_kbps, u32 to_kbps),
+	TP_ARGS(peer, from_kbps, to_kbps),
 	TP_STRUCT__entry(
 		__array(u8, peer, 4)
-		__field(u32, from_mbps)
-		__field(u32, to_mbps)
+		__field(u32, from_kbps)
+		__field(u32, to_kbps)
 	),
 	TP_fast_assign(
 		memcpy(__entry->peer, peer, 4);
-		__entry->from_mbps = from_mbps;
-		__entry->to_mbps = to_mbps;
+		__entry->from_kbps = from_kbps;
+		__entry->to_kbps = to_kbps;
 	),
-	TP_printk("peer=%pI4 from_mbps=%u to_mbps=%u", __entry->peer, __entry->from_mbps, __entry->to_mbps)
+	TP_printk("peer=%pI4 from_kbps=%u to_kbps=%u", __entry->peer, __entry->from_kbps, __entry->to_kbps)
 );
 
 /* The peer restarted (a new incarnation): the connection starts again. */

@@ -27,9 +27,9 @@ void mr_trace_ecn(const u8 *peer, u16 path, u16 marks, u32 path_window, u32 conn
 	trace_metaroce_ecn(peer, path, marks, path_window, conn_window);
 }
 
-void mr_trace_rate_hint(const u8 *peer, u32 from_mbps, u32 to_mbps)
+void mr_trace_rate_hint(const u8 *peer, u32 from_kbps, u32 to_kbps)
 {
-	trace_metaroce_rate_hint(peer, from_mbps, to_mbps);
+	trace_metaroce_rate_hint(peer, from_kbps, to_kbps);
 }
 
 void mr_trace_peer_restart(const u8 *peer, u32 qps)

@@ -39,7 +39,7 @@ impl PeerTrace<'_> {
         unsafe { bindings::mr_trace_ecn(self.peer.as_ptr(), path, marks, path_window, conn_window) }
     }
 
-    /// The peer's rate hint changed.
+    /// The peer's rate hint changed from `from` to `to` kbit/s (0: none).
     pub(crate) fn rate_hint(&self, from: u32, to: u32) {
         // SAFETY: As in `resend`.
         unsafe { bindings::mr_trace_rate_hint(self.peer.as_ptr(), from, to) }

@@ -36,15 +36,18 @@ pub(crate) fn paths() -> u16 {
     (*crate::module_parameters::paths.value()).clamp(1, PATHS as u32) as u16
 }
 
-/// The receiving capacity a device shares among the peers sending to it
-/// (Mbit/s, 0: no hint): the `capacity_mbps` module parameter when set, else
-/// the net device's link speed `link_mbps` (veth reports 10000 whatever
-/// carries it: set the parameter to what the bottleneck really is).
+/// The receiving capacity a device shares among the peers sending to it, in
+/// kbit/s as the rate hint carries it (0: no hint): the `capacity_mbps`
+/// module parameter when set, else the net device's link speed `link_mbps`
+/// (veth reports 10000 whatever carries it: set the parameter to what the
+/// bottleneck really is). Both are Mbit/s; a u32 of kbit/s reaches 4.29
+/// Tbit/s, beyond which it saturates.
 pub(crate) fn capacity(link_mbps: Option<u32>) -> u32 {
-    match *crate::module_parameters::capacity_mbps.value() {
+    let mbps = match *crate::module_parameters::capacity_mbps.value() {
         0 => link_mbps.unwrap_or(0),
         set => set,
-    }
+    };
+    mbps.saturating_mul(1000)
 }
 
 /// Peer hosts a device keeps connections to.

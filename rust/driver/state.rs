@@ -104,9 +104,9 @@ pub(crate) struct Shared {
     pub(super) payload: u32,
     /// Its port counters (counters.rs).
     pub(super) counters: Counters,
-    /// What the port can receive (Mbit/s; 0: unknown), shared among the
+    /// What the port can receive (kbit/s; 0: unknown), shared among the
     /// peers sending to it: the `capacity_mbps` module parameter, or the net
-    /// device's link speed (peer.rs: `capacity`).
+    /// device's link speed, both Mbit/s times 1000 (peer.rs: `capacity`).
     pub(super) capacity: KAtomic<u32>,
     /// Peers that sent data within the session's active time (their
     /// sessions say when they start and stop counting).

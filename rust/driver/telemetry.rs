@@ -45,8 +45,8 @@ struct PeerView {
     window: u32,
     in_flight: u32,
     srtt_us: u32,
-    pace_mbps: u32,
-    hint_mbps: u32,
+    pace_kbps: u32,
+    hint_kbps: u32,
     trace_lost: u64,
     stats: Stats,
     /// On the heap (about 1.5 KiB: not on a debug kernel's stack).
@@ -74,8 +74,8 @@ fn view(p: &PeerNode) -> Result<PeerView, fmt::Error> {
         window: c.window(),
         in_flight: c.outstanding(),
         srtt_us: c.srtt_us(),
-        pace_mbps: c.pace_mbps(),
-        hint_mbps: c.rate_hint(),
+        pace_kbps: c.pace_kbps(),
+        hint_kbps: c.rate_hint(),
         trace_lost: c.trace_overwritten(),
         stats: *c.stats(),
         paths,
@@ -106,8 +106,8 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     let s = &v.stats;
     write!(
         f,
-        "peer {} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_mbps {} hint_mbps {} trace_lost {}",
-        Ipv4(v.ip), v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_mbps, v.hint_mbps,
+        "peer {} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_kbps {} hint_kbps {} trace_lost {}",
+        Ipv4(v.ip), v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_kbps, v.hint_kbps,
         v.trace_lost
     )?;
     write!(
@@ -145,7 +145,7 @@ pub(crate) fn write(t: &Telemetry, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
     writeln!(
         f,
-        " peers {} payload {} capacity_mbps {} senders {}",
+        " peers {} payload {} capacity_kbps {} senders {}",
         peers.len(),
         t.dev.payload,
         t.dev.capacity.load(Relaxed),

@@ -83,7 +83,7 @@ class Dissector(unittest.TestCase):
     def test_the_full_tree_has_no_lua_error(self):
         out = tshark(self.pcap, "-V")
         self.assertNotIn("Lua: Error", out)
-        self.assertIn("Receiver fair-share rate hint (Mbit/s): 2500", out)
+        self.assertIn("Receiver fair-share rate hint (kbit/s): 2500000", out)
         self.assertIn("Origin PSN: 55", out)
 
 

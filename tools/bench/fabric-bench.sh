@@ -25,7 +25,8 @@
 # the latency point is also run alternating that module and this one, each
 # loaded in turn into this boot, as points "write_lat base" and "write_lat
 # this"; boot-to-boot drift, which moves latency by a third under TCG, then
-# hits both alike).
+# hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
+# (80000: the incast point's bottleneck).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -245,6 +246,21 @@ for planes in 1 2 4 8; do
 	fi
 	devices_down
 done
+
+# Incast: selftests/metaroce/incast.sh, both transports through the same
+# rate-limited, ECN-marking bottleneck; its "# incast:" lines go to
+# OUT/incast.txt (report.py reads them).
+if [ -z "${BENCH_FILTER:-}" ] || grep -qE -e "$BENCH_FILTER" <<<"incast"; then
+	echo "# incast: ${BENCH_INCAST_SENDERS:-8} senders to one receiver"
+	for ((r = 1; r <= repeat; r++)); do
+		METAROCE_KO=${METAROCE_KO:-$(modinfo -n metaroce 2>/dev/null)} \
+			INCAST_SENDERS=${BENCH_INCAST_SENDERS:-8} \
+			INCAST_RATE_KBIT=${BENCH_INCAST_RATE_KBIT:-80000} \
+			"$top/selftests/metaroce/incast.sh" >"$logs/incast" 2>&1
+		grep "^# incast: " "$logs/incast" | sed "s/^# incast: /repeat $r /" >>"$out/incast.txt"
+		grep -E "^(not )?ok " "$logs/incast" | sed "s/^/# incast #$r: /"
+	done
+fi
 
 rm -rf "$logs"
 echo "# done"

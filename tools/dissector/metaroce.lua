@@ -74,7 +74,7 @@ f.sack_count = ProtoField.uint16("metaroce.ack.sacked", "PSNs selectively acknow
 f.ecn_ce = ProtoField.uint16("metaroce.ack.ecn_ce", "ECN CE marks", base.DEC)
 f.status = ProtoField.uint8("metaroce.ack.status", "Status", base.DEC, ack_status)
 f.ack_reserved = ProtoField.uint8("metaroce.ack.reserved", "Reserved", base.HEX)
-f.rate_hint = ProtoField.uint32("metaroce.ack.rate_hint", "Receiver fair-share rate hint (Mbit/s)", base.DEC)
+f.rate_hint = ProtoField.uint32("metaroce.ack.rate_hint", "Receiver fair-share rate hint (kbit/s)", base.DEC)
 f.ack_stream = ProtoField.uint32("metaroce.ack.stream", "Stream id", base.HEX)
 f.ack_msn = ProtoField.uint32("metaroce.ack.stream_msn", "Stream MSN", base.DEC)
 -- NAK

@@ -133,7 +133,7 @@ fn ack(fl: u8, status: Option<NakCode>) -> Sample {
         common: common(PacketType::Ack, fl, 3, 1000),
         sack,
         ecn_ce: 5,
-        rate_hint_mbps: 2500,
+        rate_hint_kbps: 2_500_000,
         status,
         stream: 0x25,
         stream_msn: 42,
@@ -146,7 +146,7 @@ fn ack(fl: u8, status: Option<NakCode>) -> Sample {
         ("metaroce.ack.sacked", 4),
         ("metaroce.ack.ecn_ce", 5),
         ("metaroce.ack.status", status.map_or(0, |c| c as u64)),
-        ("metaroce.ack.rate_hint", 2500),
+        ("metaroce.ack.rate_hint", 2_500_000),
         ("metaroce.ack.stream", 0x25),
         ("metaroce.ack.stream_msn", 42),
     ]);

@@ -105,19 +105,21 @@ impl Aimd {
     }
 }
 
-/// The window, in packets, that carries `rate_mbps` over a round trip of
-/// `rtt_us` with packets of `packet_bytes` (at least one packet).
-pub fn window_for_rate(rate_mbps: u32, rtt_us: u32, packet_bytes: u32) -> u32 {
-    // Mbit/s x us = bits; / 8 = bytes.
-    let bytes = u64::from(rate_mbps) * u64::from(rtt_us) / 8;
+/// The window, in packets, that carries `rate_kbps` (kbit/s) over a round
+/// trip of `rtt_us` with packets of `packet_bytes` (at least one packet).
+pub fn window_for_rate(rate_kbps: u32, rtt_us: u32, packet_bytes: u32) -> u32 {
+    // kbit/s x us = millibits; / 1000 = bits, / 8 = bytes. Two u32 factors
+    // cannot overflow a u64.
+    let bytes = u64::from(rate_kbps) * u64::from(rtt_us) / 8_000;
     let packets = bytes / u64::from(packet_bytes.max(1));
     packets.max(1).min(u64::from(u32::MAX)) as u32
 }
 
 /// The receiver's fair share for each of `active_senders` senders of an
-/// inbound capacity of `capacity_mbps` (the whole capacity for one or none).
-pub fn fair_share(capacity_mbps: u32, active_senders: u32) -> u32 {
-    capacity_mbps / active_senders.max(1)
+/// inbound capacity of `capacity` (the whole capacity for one or none), in
+/// the capacity's unit (kbit/s for the rate hint).
+pub fn fair_share(capacity: u32, active_senders: u32) -> u32 {
+    capacity / active_senders.max(1)
 }
 
 /// Picks the path for the next packet: the one with the most free window
@@ -183,7 +185,7 @@ mod tests {
     fn receiver_hint_caps_the_window() {
         let mut w = Aimd::new(500, 1000);
         // 10 Gbit/s over 100 us with 4 KiB packets: 125,000 bytes = 30 packets.
-        let cap = window_for_rate(10_000, 100, 4096);
+        let cap = window_for_rate(10_000_000, 100, 4096);
         assert_eq!(cap, 30);
         w.cap(cap);
         assert_eq!(w.window(), 30);
@@ -193,8 +195,11 @@ mod tests {
 
     #[test]
     fn fair_share_divides_capacity() {
-        assert_eq!(fair_share(100_000, 32), 3125);
-        assert_eq!(fair_share(100_000, 0), 100_000);
+        // 100 Gbit/s among 32 senders: 3.125 Gbit/s each.
+        assert_eq!(fair_share(100_000_000, 32), 3_125_000);
+        assert_eq!(fair_share(100_000_000, 0), 100_000_000);
+        // 1 Mbit/s among 3: 333 kbit/s each, below what Mbit/s could say.
+        assert_eq!(fair_share(1_000, 3), 333);
     }
 
     #[test]

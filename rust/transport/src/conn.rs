@@ -456,12 +456,13 @@ pub struct Connection<const P: usize> {
     done_len: u16,
     naks: [NakHeader; NAK_QUEUE],
     nak_len: u8,
-    /// Our receiver's fair share for the peer, before scaling by marks.
+    /// Our receiver's fair share for the peer (kbit/s), before scaling by
+    /// marks.
     rate_hint: u32,
     /// Share of arriving data marked CE, smoothed (1024 = all).
     ce_ewma: u32,
-    /// The peer's hint for us (Mbit/s, 0: none): new data is paced at it.
-    pace_mbps: u32,
+    /// The peer's hint for us (kbit/s, 0: none): new data is paced at it.
+    pace_kbps: u32,
     /// Earliest time the pacer lets the next new packet go.
     next_send: u64,
     /// Whether new data waits for the pacer (then it is a timer).
@@ -536,7 +537,7 @@ impl<const P: usize> Connection<P> {
         nak_len: 0,
         rate_hint: 0,
         ce_ewma: 0,
-        pace_mbps: 0,
+        pace_kbps: 0,
         next_send: 0,
         paced: false,
         progress: (0, 0),
@@ -598,9 +599,9 @@ impl<const P: usize> Connection<P> {
         self.outstanding
     }
 
-    /// The rate new data is paced at (the peer's hint), Mbit/s; 0: none.
-    pub const fn pace_mbps(&self) -> u32 {
-        self.pace_mbps
+    /// The rate new data is paced at (the peer's hint), kbit/s; 0: none.
+    pub const fn pace_kbps(&self) -> u32 {
+        self.pace_kbps
     }
 
     /// The connection's congestion window, in packets.
@@ -645,7 +646,7 @@ impl<const P: usize> Connection<P> {
         self.trace.overwritten()
     }
 
-    /// Our receiver's fair share for the peer, in Mbit/s, as the next ACK
+    /// Our receiver's fair share for the peer, in kbit/s, as the next ACK
     /// carries it (0: no hint).
     pub fn rate_hint(&self) -> u32 {
         self.hint_now()

@@ -315,26 +315,29 @@ impl Session {
     }
 
     /// Sets the hint the connection's ACKs carry to an equal share of
-    /// `capacity_mbps` (0: unknown, no hint) among `senders` active
+    /// `capacity_kbps` (kbit/s; 0: unknown, no hint) among `senders` active
     /// senders, and announces it at once to a peer that sends to us when it
     /// changed.
     pub fn share<const P: usize>(
         &mut self,
         conn: &mut Connection<P>,
-        capacity_mbps: u32,
+        capacity_kbps: u32,
         senders: u32,
     ) {
-        let now = (capacity_mbps, senders.max(1));
+        let now = (capacity_kbps, senders.max(1));
         if self.shared == Some(now) {
             return;
         }
         let old = self.shared.map_or(0, |(c, n)| fair_share(c, n));
         self.shared = Some(now);
         conn.share_capacity(now.0, now.1);
-        // Eight packets at the share: bits * 1000 / (Mbit/s) = ns.
+        // Eight packets at the share: bits * 1,000,000 / (kbit/s) = ns (a
+        // packet's bits are below 2^20: no overflow).
         let share = u64::from(fair_share(now.0, now.1));
         let packet_bits = (u64::from(conn.config().max_payload) + u64::from(HEADER_OVERHEAD)) * 8;
-        let eight = (8 * packet_bits * 1_000).checked_div(share).unwrap_or(0);
+        let eight = (8 * packet_bits * 1_000_000)
+            .checked_div(share)
+            .unwrap_or(0);
         self.quiet_ns = self.cfg.active_ns.max(eight);
         if self.sending() && fair_share(now.0, now.1) != old {
             conn.announce();
@@ -600,8 +603,8 @@ mod tests {
         // Void and control traffic do not make a sender.
         assert!(!a.on_received(0, &data));
         assert!(!a.sending());
-        a.share(&mut conn, 10_000, 1);
-        assert_eq!(conn.rate_hint(), 10_000);
+        a.share(&mut conn, 10_000_000, 1);
+        assert_eq!(conn.rate_hint(), 10_000_000);
         let cfg = SessionConfig::DEFAULT;
         let q = cfg.active_ns;
         assert!(!a.poll_quiet(q * 5));
@@ -609,10 +612,10 @@ mod tests {
         assert!(a.sending());
         assert_eq!(a.next_deadline(q, None), Some(2 * q));
         assert!(!a.poll_quiet(2 * q - 1));
-        a.share(&mut conn, 10_000, 4);
-        assert_eq!(conn.rate_hint(), 2_500);
+        a.share(&mut conn, 10_000_000, 4);
+        assert_eq!(conn.rate_hint(), 2_500_000);
         // The same share again changes nothing.
-        a.share(&mut conn, 10_000, 4);
+        a.share(&mut conn, 10_000_000, 4);
         assert!(a.poll_quiet(2 * q));
         assert!(!a.poll_quiet(3 * q), "said once");
         assert!(!a.close());
@@ -626,13 +629,19 @@ mod tests {
         let mut conn = Conn::new(Config::new(1, 2, 4, 1024));
         let q = SessionConfig::DEFAULT.active_ns;
         // 1 Mbit/s each: a 1,144-byte packet every 9.2 ms, eight in 73 ms.
-        a.share(&mut conn, 8, 8);
+        a.share(&mut conn, 8_000, 8);
         a.sending_at = Some(0);
         assert!(!a.poll_quiet(5 * q), "counted for eight packets");
         assert_eq!(a.next_deadline(0, None), Some(73_216_000));
         assert!(a.poll_quiet(73_216_000));
+        // 500 kbit/s each, a share Mbit/s could not carry: twice as long.
+        a.share(&mut conn, 4_000, 8);
+        assert_eq!(conn.rate_hint(), 500);
+        a.sending_at = Some(0);
+        assert_eq!(a.next_deadline(0, None), Some(146_432_000));
+        assert!(a.poll_quiet(146_432_000));
         // A large share: the configured time.
-        a.share(&mut conn, 10_000, 1);
+        a.share(&mut conn, 10_000_000, 1);
         a.sending_at = Some(0);
         assert!(a.poll_quiet(q));
     }

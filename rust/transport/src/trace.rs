@@ -26,7 +26,7 @@ pub enum TraceEvent {
         path_window: u32,
         conn_window: u32,
     },
-    /// The peer's rate hint changed (Mbit/s, 0: none).
+    /// The peer's rate hint changed (kbit/s, 0: none).
     RateHint { from: u32, to: u32 },
 }
 

@@ -254,8 +254,8 @@ pub struct AckHeader {
     pub sack: [u8; SACK_BITS / 8],
     /// Data packets of this path received with ECN CE since the previous ACK.
     pub ecn_ce: u16,
-    /// The receiver's fair share for this sender, in Mbit/s (0: no hint).
-    pub rate_hint_mbps: u32,
+    /// The receiver's fair share for this sender, in kbit/s (0: no hint).
+    pub rate_hint_kbps: u32,
     /// `None`: `stream`/`stream_msn` report progress. Otherwise the receiver
     /// rejected message `stream_msn` of `stream` with this code: every ACK
     /// carries it from then on, so no acknowledgement of that message's
@@ -574,7 +574,7 @@ fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
         sack,
         ecn_ce,
         status,
-        rate_hint_mbps: r.u32()?,
+        rate_hint_kbps: r.u32()?,
         stream: r.u32()?,
         stream_msn: r.u32()?,
     };
@@ -709,7 +709,7 @@ pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError>
     w.put(&ack.sack);
     w.put(&ack.ecn_ce.to_be_bytes());
     w.put(&[ack.status.map_or(0, |c| c as u8), 0]);
-    for v in [ack.rate_hint_mbps, ack.stream, ack.stream_msn] {
+    for v in [ack.rate_hint_kbps, ack.stream, ack.stream_msn] {
         w.put(&v.to_be_bytes());
     }
     Ok(w.pos)
@@ -923,7 +923,7 @@ mod tests {
             sack,
             ecn_ce: 5,
             status: None,
-            rate_hint_mbps: 25_000,
+            rate_hint_kbps: 25_000_000,
             stream: 9,
             stream_msn: 4,
         };

@@ -260,7 +260,7 @@ fn the_receivers_rate_hint_caps_the_window() {
     let msgs = workload(300, 1, &[8192]);
     let mut p = Pair::new(4, 1024, Channel::default(), 7);
     // 1 Gbit/s over ~20 us of RTT is a few packets.
-    p.hosts[1].conn.set_rate_hint(1000);
+    p.hosts[1].conn.set_rate_hint(1_000_000);
     p.hosts[0].todo.extend(msgs.iter().copied());
     assert!(p.run(60 * SECOND));
     assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
@@ -479,46 +479,51 @@ fn exchange(p: &mut Pair, from: usize, now: u64) -> Vec<u32> {
             b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
         }
         if let Ok(Packet::Ack(a)) = wire::decode(&b) {
-            hints.push(a.rate_hint_mbps);
+            hints.push(a.rate_hint_kbps);
         }
         p.hosts[1 - from].receive(now, &b, t.sport, false);
     }
     hints
 }
 
-#[test]
-fn new_data_is_paced_at_the_receivers_hint() {
+/// When [`paced_at`] sent its packet.
+const PACED_T0: u64 = 2_000;
+
+/// A pair whose sender learned the receiver's hint of `kbps` (kbit/s) from
+/// an ACK and sent one new packet at [`PACED_T0`], with more queued.
+fn paced_at(kbps: u32) -> Pair {
     let msgs = workload(4, 1, &[64 * 1024]);
     let mut p = Pair::new(2, 1024, Channel::default(), 1);
     for m in &msgs {
         p.hosts[0].conn.post(*m).unwrap();
     }
-    // 100 Mbit/s: a 1024-byte packet (+ headers) every ~91 us.
-    p.hosts[1].conn.set_rate_hint(100);
+    p.hosts[1].conn.set_rate_hint(kbps);
     exchange(&mut p, 0, 0);
     let hints = exchange(&mut p, 1, 1_000);
-    assert!(hints.contains(&100), "{hints:?}");
-    assert_eq!(p.hosts[0].conn.pace_mbps(), 100);
+    assert!(hints.contains(&kbps), "{hints:?}");
+    assert_eq!(p.hosts[0].conn.pace_kbps(), kbps);
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    let t0 = 2_000;
-    assert!(p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some());
-    assert!(
-        p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_none(),
-        "paced"
-    );
-    // (1024 + 120) bytes at 100 Mbit/s: 91.5 us.
-    assert!(p.hosts[0]
-        .conn
-        .poll_transmit(t0 + 85_000, &mut hdr)
-        .is_none());
-    assert!(p.hosts[0]
-        .conn
-        .next_timeout()
-        .is_some_and(|t| t <= t0 + 92_000));
-    assert!(p.hosts[0]
-        .conn
-        .poll_transmit(t0 + 92_000, &mut hdr)
-        .is_some());
+    assert!(p.hosts[0].conn.poll_transmit(PACED_T0, &mut hdr).is_some());
+    p
+}
+
+/// The next new packet after [`paced_at`]'s waits more than `early` ns and
+/// is due by `due` ns (the pacer's timer asks for it by then).
+fn next_packet_between(p: &mut Pair, early: u64, due: u64) {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let c = &mut p.hosts[0].conn;
+    assert!(c.poll_transmit(PACED_T0, &mut hdr).is_none(), "paced");
+    assert!(c.poll_transmit(PACED_T0 + early, &mut hdr).is_none());
+    let next = c.next_timeout();
+    assert!(next.is_some_and(|t| t <= PACED_T0 + due), "{next:?}");
+    assert!(c.poll_transmit(PACED_T0 + due, &mut hdr).is_some());
+}
+
+#[test]
+fn new_data_is_paced_at_the_receivers_hint() {
+    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us.
+    let mut p = paced_at(100_000);
+    next_packet_between(&mut p, 85_000, 92_000);
 }
 
 #[test]
@@ -528,7 +533,7 @@ fn marks_shrink_the_hint_by_at_most_an_eighth() {
     for m in &msgs {
         p.hosts[0].conn.post(*m).unwrap();
     }
-    p.hosts[1].conn.set_rate_hint(8000);
+    p.hosts[1].conn.set_rate_hint(8_000_000);
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     let mut hints = vec![];
     let mut now = 0;
@@ -547,7 +552,7 @@ fn marks_shrink_the_hint_by_at_most_an_eighth() {
         "falls as marks accumulate: {hints:?}"
     );
     let last = *hints.last().unwrap();
-    assert!((7000..8000).contains(&last), "{hints:?}");
+    assert!((7_000_000..8_000_000).contains(&last), "{hints:?}");
 }
 
 #[test]
@@ -559,11 +564,18 @@ fn an_announcement_is_an_ack_carrying_the_new_hint() {
     exchange(&mut p, 1, 0);
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     assert!(p.hosts[1].conn.poll_transmit(0, &mut hdr).is_none());
-    p.hosts[1].conn.share_capacity(25_000, 5);
+    p.hosts[1].conn.share_capacity(25_000_000, 5);
     p.hosts[1].conn.announce();
     let hints = exchange(&mut p, 1, 10);
-    assert_eq!(hints, [5_000]);
-    assert_eq!(p.hosts[0].conn.pace_mbps(), 5_000);
+    assert_eq!(hints, [5_000_000]);
+    assert_eq!(p.hosts[0].conn.pace_kbps(), 5_000_000);
+}
+
+#[test]
+fn a_hint_below_one_megabit_per_second_paces_too() {
+    // 500 kbit/s (0 in whole Mbit/s): (1024 + 120) bytes every 18.3 ms.
+    let mut p = paced_at(500);
+    next_packet_between(&mut p, 18_000_000, 18_305_000);
 }
 
 #[test]

@@ -59,6 +59,7 @@ struct Host {
     id: u32,
     up: bool,
     incarnation: u64,
+    /// What the host's receiver shares among its senders (kbit/s).
     capacity: u32,
     senders: u32,
     /// The most senders counted at once.
@@ -349,7 +350,7 @@ impl Net {
     }
 
     fn pace(&self, host: u32, peer: u32) -> u32 {
-        self.hosts[host as usize].links[&peer].conn.pace_mbps()
+        self.hosts[host as usize].links[&peer].conn.pace_kbps()
     }
 }
 
@@ -376,7 +377,7 @@ fn sessions_meet_before_any_data_and_then_deliver_everything() {
 
 #[test]
 fn a_peer_that_restarts_mid_transfer_is_met_again_once() {
-    let mut net = Net::new(2, 1000, 2);
+    let mut net = Net::new(2, 1_000_000, 2);
     net.send(0, 1, 3000);
     net.run(5 * MS);
     let before = net.hosts[1].links[&0].delivered;
@@ -401,7 +402,7 @@ fn a_peer_that_restarts_mid_transfer_is_met_again_once() {
 
 #[test]
 fn a_silent_peer_is_measured_while_requests_wait() {
-    let mut net = Net::new(2, 1000, 3);
+    let mut net = Net::new(2, 1_000_000, 3);
     net.send(0, 1, 3000);
     net.run(5 * MS);
     assert!(net.hosts[1].links[&0].delivered < 3000, "mid-transfer");
@@ -418,7 +419,7 @@ fn a_silent_peer_is_measured_while_requests_wait() {
 
 #[test]
 fn the_receivers_capacity_is_shared_among_senders_as_they_come_and_go() {
-    const CAP: u32 = 8000;
+    const CAP: u32 = 8_000_000;
     let mut net = Net::new(5, CAP, 5);
     net.send(1, 0, u32::MAX);
     net.send(2, 0, u32::MAX);
@@ -457,7 +458,7 @@ proptest! {
         loss in 0u64..30,
         seed in any::<u64>(),
     ) {
-        const CAP: u32 = 9000;
+        const CAP: u32 = 9_000_000;
         let mut net = Net::new(4, CAP, seed);
         net.loss = loss;
         let mut t = 0;

@@ -147,7 +147,7 @@ proptest! {
                        status in prop_oneof![Just(None),
                                              Just(Some(NakCode::RemoteAccess)),
                                              Just(Some(NakCode::ReceiverNotReady))]) {
-        let ack = AckHeader { common: c, sack, ecn_ce: ecn, status, rate_hint_mbps: rest[0],
+        let ack = AckHeader { common: c, sack, ecn_ce: ecn, status, rate_hint_kbps: rest[0],
                               stream: rest[1], stream_msn: rest[2] };
         let mut buf = [0u8; 64];
         let n = encode_ack(&ack, &mut buf).unwrap();

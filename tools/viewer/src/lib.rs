@@ -188,16 +188,29 @@ pub fn to_json(d: &Device, old: Option<&Device>, secs: f64) -> Value {
     Value::Object(m)
 }
 
+/// A rate the telemetry gives in kbit/s, in the largest unit it reaches
+/// ("0" for 0: no rate hint).
+pub fn rate_text(kbps: u64) -> String {
+    match kbps {
+        0 => "0".into(),
+        k if k >= 1_000_000 => format!("{:.2} Gbit/s", k as f64 / 1e6),
+        k if k >= 1_000 => format!("{:.2} Mbit/s", k as f64 / 1e3),
+        k => format!("{k} kbit/s"),
+    }
+}
+
 /// One sample of a device as the terminal view shows it.
 pub fn to_text(d: &Device, old: Option<&Device>, secs: f64) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{}: {} peer(s), payload {} B",
+        "{}: {} peer(s), payload {} B, capacity {}, {} sender(s)",
         d.rec.name,
         d.peers.len(),
-        d.rec.num("payload")
+        d.rec.num("payload"),
+        rate_text(d.rec.num("capacity_kbps")),
+        d.rec.num("senders")
     );
     for p in &d.peers {
         let op = old.and_then(|o| o.peers.iter().find(|q| q.rec.name == p.rec.name));
@@ -205,15 +218,15 @@ pub fn to_text(d: &Device, old: Option<&Device>, secs: f64) -> String {
         let pr = rates(op.map(|q| &q.rec), r, &PEER_RATES, secs);
         let _ = writeln!(
             s,
-            "  peer {} {}  qps {}  window {}  in flight {}  srtt {} us  pace {} Mbit/s  hint {} Mbit/s  sent {}/s  resent {}/s  rcvd {}/s  dropped {}/s",
+            "  peer {} {}  qps {}  window {}  in flight {}  srtt {} us  pace {}  hint {}  sent {}/s  resent {}/s  rcvd {}/s  dropped {}/s",
             r.name,
             r.text("state"),
             r.num("qps"),
             r.num("window"),
             r.num("in_flight"),
             r.num("srtt_us"),
-            r.num("pace_mbps"),
-            r.num("hint_mbps"),
+            rate_text(r.num("pace_kbps")),
+            rate_text(r.num("hint_kbps")),
             pr["sent"],
             pr["resent"],
             pr["rcvd"],
@@ -265,8 +278,8 @@ pub fn to_text(d: &Device, old: Option<&Device>, secs: f64) -> String {
 mod tests {
     use super::*;
 
-    const ONE: &str = "device mrA peers 1 payload 1408
-peer 10.0.0.2 state up conn 0x00000007 qps 2 window 64 in_flight 3 srtt_us 120 pace_mbps 0 hint_mbps 0 sent 100 resent 2 rcvd 50 dropped 0
+    const ONE: &str = "device mrA peers 1 payload 1408 capacity_kbps 10000000 senders 1
+peer 10.0.0.2 state up conn 0x00000007 qps 2 window 64 in_flight 3 srtt_us 120 pace_kbps 500 hint_kbps 2500000 sent 100 resent 2 rcvd 50 dropped 0
 path 0 sport 51234 peer_sport 49999 state up window 16 in_flight 1 srtt_us 110 sent 60 resent 2 relocated 0 timeouts 0 moves 0 ce_echoed 0 rcvd 20 duplicates 0 ce_marked 0
 path 1 sport 50000 peer_sport 49998 state suspect window 4 in_flight 2 srtt_us 130 sent 40 resent 0 relocated 1 timeouts 1 moves 1 ce_echoed 0 rcvd 30 duplicates 0 ce_marked 0
 ";
@@ -321,5 +334,16 @@ path 1 sport 50000 peer_sport 49998 state suspect window 4 in_flight 2 srtt_us 1
         let t = to_text(&new, Some(&old), 2.0);
         assert!(t.contains("suspect"), "{t}");
         assert!(t.contains("peer 10.0.0.2 up"), "{t}");
+        assert!(t.contains("pace 500 kbit/s  hint 2.50 Gbit/s"), "{t}");
+        assert!(t.contains("capacity 10.00 Gbit/s, 1 sender(s)"), "{t}");
+        assert_eq!(j["peers"][0]["pace_kbps"], json!(500));
+    }
+
+    #[test]
+    fn rates_show_in_the_largest_unit_they_reach() {
+        assert_eq!(rate_text(0), "0");
+        assert_eq!(rate_text(999), "999 kbit/s");
+        assert_eq!(rate_text(1_500), "1.50 Mbit/s");
+        assert_eq!(rate_text(25_000_000), "25.00 Gbit/s");
     }
 }

@@ -78,7 +78,11 @@ fuzz_target!(|data: &[u8]| {
             counted -= 1;
         }
         assert_eq!(counted, u32::from(s.sending()));
-        s.share(&mut c, u32::from(fl) * 100, counted.max(u32::from(fl >> 4)));
+        s.share(
+            &mut c,
+            u32::from(fl) * 100_000,
+            counted.max(u32::from(fl >> 4)),
+        );
         let mut budget = 8;
         while s.poll_hello(now, &mut hello).is_some() {
             budget -= 1;

@@ -9,10 +9,10 @@ use super::super::cc::fair_share;
 use super::{Connection, CE_ONE};
 
 impl<const P: usize> Connection<P> {
-    /// The fair share of our receiver for this sender, in Mbit/s, returned in
+    /// The fair share of our receiver for this sender, in kbit/s, returned in
     /// every ACK (0: no hint). See [`fair_share`].
-    pub fn set_rate_hint(&mut self, mbps: u32) {
-        self.rate_hint = mbps;
+    pub fn set_rate_hint(&mut self, kbps: u32) {
+        self.rate_hint = kbps;
     }
 
     /// The hint sent now: the share, less up to an eighth of it when most
@@ -38,9 +38,9 @@ impl<const P: usize> Connection<P> {
         }
     }
 
-    /// Sets the rate hint to an equal share of `capacity_mbps` among
-    /// `active_senders`.
-    pub fn share_capacity(&mut self, capacity_mbps: u32, active_senders: u32) {
-        self.rate_hint = fair_share(capacity_mbps, active_senders);
+    /// Sets the rate hint to an equal share of `capacity_kbps` (kbit/s)
+    /// among `active_senders`.
+    pub fn share_capacity(&mut self, capacity_kbps: u32, active_senders: u32) {
+        self.rate_hint = fair_share(capacity_kbps, active_senders);
     }
 }

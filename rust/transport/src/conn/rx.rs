@@ -257,20 +257,20 @@ impl<const P: usize> Connection<P> {
             p.cc.on_acked(out.newly_acked);
             self.cc.on_acked(out.newly_acked);
         }
-        if self.pace_mbps != ack.rate_hint_mbps {
+        if self.pace_kbps != ack.rate_hint_kbps {
             self.trace.push(TraceEvent::RateHint {
-                from: self.pace_mbps,
-                to: ack.rate_hint_mbps,
+                from: self.pace_kbps,
+                to: ack.rate_hint_kbps,
             });
         }
-        self.pace_mbps = ack.rate_hint_mbps;
-        if ack.rate_hint_mbps > 0 {
+        self.pace_kbps = ack.rate_hint_kbps;
+        if ack.rate_hint_kbps > 0 {
             // The share over the round trip without queueing: the senders'
             // windows then add up to the receiver's bandwidth-delay product
             // and a standing queue drains instead of being kept.
             let rtt = self.rtt.min_us().max(1);
             let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
-            self.cc.cap(window_for_rate(ack.rate_hint_mbps, rtt, bytes));
+            self.cc.cap(window_for_rate(ack.rate_hint_kbps, rtt, bytes));
         }
         // Timer: progress restarts it.
         if out.newly_acked > 0 {
@@ -338,7 +338,7 @@ impl<const P: usize> Connection<P> {
             },
             sack: sack.to_bytes(),
             ecn_ce: ce,
-            rate_hint_mbps: hint,
+            rate_hint_kbps: hint,
             status: self.rejected.map(|r| r.2),
             stream: self.rejected.map_or(self.progress.0, |r| r.0),
             stream_msn: self.rejected.map_or(self.progress.1, |r| r.1),

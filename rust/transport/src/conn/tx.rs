@@ -268,7 +268,7 @@ impl<const P: usize> Connection<P> {
         if !self.conn_has_room() {
             return None;
         }
-        if self.pace_mbps > 0 && now < self.next_send {
+        if self.pace_kbps > 0 && now < self.next_send {
             self.paced = true;
             return None;
         }
@@ -302,10 +302,11 @@ impl<const P: usize> Connection<P> {
         }
         let psn = self.place(path, slot, now)?;
         self.stats.tx_data += 1;
-        if self.pace_mbps > 0 {
-            // bits / (Mbit/s) = microseconds; * 1000 for nanoseconds.
+        if self.pace_kbps > 0 {
+            // bits / (kbit/s) = milliseconds; * 1,000,000 for nanoseconds
+            // (a packet's bits are below 2^20: no overflow).
             let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
-            let gap = bits * 1_000 / u64::from(self.pace_mbps);
+            let gap = bits * 1_000_000 / u64::from(self.pace_kbps);
             // Time the pacer could not use (no window, nothing posted) is
             // credited up to PACE_CREDIT packets, so that the average reaches
             // the share instead of losing every idle moment.

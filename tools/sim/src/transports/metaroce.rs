@@ -12,8 +12,8 @@
 //! - Receiving: new data goes through a `RecvStream` per flow; whole
 //!   messages count as delivered, in order. Anything out of place is an
 //!   integrity error.
-//! - Rate hint: the host's inbound capacity (all its ports) is shared
-//!   equally among the peers its sessions count as sending to it.
+//! - Rate hint: the host's inbound capacity (all its ports, in kbit/s) is
+//!   shared equally among the peers its sessions count as sending to it.
 //! - Timers: a heap of (deadline, peer) with stale entries skipped.
 
 use std::cmp::Reverse;
@@ -160,7 +160,11 @@ impl MetaRoceHost {
     /// posting what the flows may post and sending what the connection may
     /// send; collects completions and re-arms the timer.
     fn pump(&mut self, now: Ns, peer: u32, tx: &mut Vec<Datagram>) {
-        let capacity_mbps = (self.cfg.link_bps / 1_000_000) as u32 * self.cfg.planes;
+        // In kbit/s, as the hint carries it (25 Gbit/s x 8 planes is 2e8 of
+        // the u32's 4.29e9; more saturates).
+        let capacity_kbps =
+            u32::try_from((self.cfg.link_bps / 1_000).saturating_mul(u64::from(self.cfg.planes)))
+                .unwrap_or(u32::MAX);
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
@@ -172,7 +176,7 @@ impl MetaRoceHost {
         if p.session.poll_quiet(now) {
             self.active -= 1;
         }
-        p.session.share(&mut p.conn, capacity_mbps, self.active);
+        p.session.share(&mut p.conn, capacity_kbps, self.active);
         let mut hello = [0u8; 32];
         let mut hellos = Vec::new();
         while let Some(n) = p.session.poll_hello(now, &mut hello) {
@@ -395,8 +399,8 @@ impl Endpoint for MetaRoceHost {
 
     fn control_rate_bps(&self, flow: u32) -> Option<f64> {
         let f = self.senders.iter().find(|f| f.id == flow)?;
-        let mbps = self.peers.get(&f.dst)?.conn.pace_mbps();
-        (mbps > 0).then(|| f64::from(mbps) * 1e6)
+        let kbps = self.peers.get(&f.dst)?.conn.pace_kbps();
+        (kbps > 0).then(|| f64::from(kbps) * 1e3)
     }
 
     fn delivered(&self, flow: u32) -> u64 {
