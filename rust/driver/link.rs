@@ -62,9 +62,10 @@ impl NetdevEvents for Driver {
             NetdevEvent::Unregister => self.devices.unregister_by_netdev(ndev),
             NetdevEvent::LinkChange => {
                 let active = ndev.is_active();
-                let speed = ndev.speed_mbps_rtnl_held();
-                self.devices
-                    .for_each_on(ndev, |d| d.link_changed(active, speed));
+                // Asked only of net devices that carry a MetaRoCE device.
+                self.devices.for_each_on(ndev, |d| {
+                    d.link_changed(active, ndev.speed_mbps_rtnl_held())
+                });
             }
             _ => {}
         }

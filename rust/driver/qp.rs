@@ -250,8 +250,11 @@ impl Qp {
         peer.ready.lock().remove(|q| Arc::ptr_eq(q, n));
         n.queued.store(false, Relaxed);
         peer.nstreams.store(ps.streams.len() as u32, Relaxed);
-        let wanted = !ps.streams.is_empty();
-        ps.session.set_wanted(now_ns(), wanted);
+        // The last QP left: the hellos to a peer that never answered stop.
+        // (Another still wanting it is no news: its backoff goes on.)
+        if ps.streams.is_empty() {
+            ps.session.set_wanted(now_ns(), false);
+        }
         ps.conn
             .cancel_stream(requests(dest), NakCode::RemoteOperation);
         ps.conn

@@ -4,14 +4,16 @@
 # through a router whose link to the receiver is the bottleneck: a token
 # bucket at INCAST_RATE_KBIT feeding one FIFO CoDel queue that marks ECN
 # (fq_codel with a single flow queue, so the queue itself is not fair).
-# metaroce.ko is loaded with capacity_mbps at 90% of the bottleneck: the
+# metaroce.ko is loaded with capacity_mbps at 90% of the bottleneck (rounded
+# down to whole Mbit/s): the
 # receiver shares that among the senders it counts, in every ACK, and each
 # sender paces at its share. Measured over INCAST_SECONDS once every sender
 # has run for a while (the hints have gone round):
-#   - the receiver counts every sender, each sender paces at its share;
+#   - the receiver counts every sender, each sender paces at its share (or
+#     up to an eighth below it, the receiver's cut under ECN marks);
 #   - every sender's goodput (new data packets at the receiver, per peer,
-#     from its telemetry) within 20% of the fair share of what crossed the
-#     bottleneck, Jain's index >= 0.95;
+#     from its telemetry) within 20% of the mean (the fair share of what
+#     crossed the bottleneck), Jain's index >= 0.95;
 #   - the bottleneck queue bounded (backlog sampled) and dropping nothing;
 #   - the bottleneck used (goodput at least half the senders' shares).
 # Then rdma_rxe through the same topology, for comparison (recorded, not
@@ -61,12 +63,16 @@ NS_V=mrIV-$$
 ns_s() { echo "mrIS$1-$$"; }
 DEV_V=
 DEVS_S=()
+PIDS=()
+tested_metaroce=0
 logs=$(mktemp -d)
 debugfs=/sys/kernel/debug/metaroce
 
 incast_down() {
 	local i
-	pkill -f "ib_write_bw.*-p 189[0-9][0-9]" 2>/dev/null
+	for i in "${PIDS[@]}"; do kill "$i" 2>/dev/null; done
+	for i in "${PIDS[@]}"; do wait "$i" 2>/dev/null; done
+	PIDS=()
 	[ -n "$DEV_V" ] && cleanup_links "$DEV_V" "${DEVS_S[@]}"
 	DEV_V=
 	DEVS_S=()
@@ -76,12 +82,33 @@ incast_down() {
 	true
 }
 
+unloaded() {
+	[ ! -d /sys/module/metaroce ] || rmmod metaroce 2>/dev/null
+}
+
 reload_metaroce() {
-	[ -d /sys/module/metaroce ] && { rmmod metaroce || return 1; }
+	wait_for 20 unloaded || {
+		echo "# cannot unload metaroce" >&2
+		return 1
+	}
 	insmod "$METAROCE_KO" "$@"
 }
 
-trap 'incast_down; reload_metaroce >/dev/null 2>&1; rm -rf "$logs"' EXIT
+# The module goes back to its defaults, so that later tests are not paced.
+finish() {
+	incast_down
+	if [ "$tested_metaroce" = 1 ] && ! reload_metaroce 2>/dev/null; then
+		echo "# incast: metaroce.ko could not be reloaded without capacity_mbps" >&2
+	fi
+	rm -rf "$logs"
+}
+trap finish EXIT
+
+# ktap_info for every line of a file.
+info_file() {
+	local l
+	while IFS= read -r l; do ktap_info "$l"; done <"$1"
+}
 
 # The router, the receiver behind the bottleneck, the senders; TYPE devices.
 incast_up() {
@@ -136,6 +163,7 @@ incast_start() {
 		port=$((18900 + i))
 		ip netns exec "$NS_V" timeout $((duration + 60)) "$env" ib_write_bw -d "$DEV_V" \
 			-x "$gid" -F -s 65536 -D "$duration" -p "$port" ${perf_args[@]+"${perf_args[@]}"} >"$logs/server$i" 2>&1 &
+		PIDS+=($!)
 	done
 	for ((i = 0; i < senders; i++)); do
 		wait_for 120 listening $((18900 + i)) || {
@@ -153,6 +181,7 @@ incast_start() {
 			${perf_args[@]+"${perf_args[@]}"} \
 			10.80.0.2 >"$logs/client$i" 2>&1 &
 		CLIENTS[i]=$!
+		PIDS+=($!)
 	done
 }
 
@@ -232,11 +261,11 @@ measure() {
 		# shellcheck disable=SC2046
 		set -- $(queue_stats)
 		[ "${3:-0}" -gt "$QMAX" ] && QMAX=$3
-		if [ "$type" = metaroce ] && [ -z "$SENDERS_SEEN" ]; then
-			SENDERS_SEEN=$(device_field "$DEV_V" senders)
-			for ((i = 0; i < senders; i++)); do PACES[i]=$(pace_of_sender "${DEVS_S[i]}"); done
-		fi
 	done
+	if [ "$type" = metaroce ]; then
+		SENDERS_SEEN=$(device_field "$DEV_V" senders)
+		for ((i = 0; i < senders; i++)); do PACES[i]=$(pace_of_sender "${DEVS_S[i]}"); done
+	fi
 	b=$(sample "$type")
 	q1=$(queue_stats)
 	t1=$EPOCHREALTIME
@@ -251,23 +280,24 @@ measure() {
 			'BEGIN { printf "%.3f", d * p * 8 / w / 1e6 }')
 	done
 	# shellcheck disable=SC2086
-	set -- $q0
+	set -- ${q0:-0 0 0}
 	local sent0=$1 drop0=$2
 	# shellcheck disable=SC2086
-	set -- $q1
+	set -- ${q1:-0 0 0}
 	DROPS=$(($2 - drop0))
 	SENT=$(awk -v b=$(($1 - sent0)) -v w="$WINDOW" 'BEGIN { printf "%.3f", b * 8 / w / 1e6 }')
+	[ -n "$q0" ] && [ -n "$q1" ] || DROPS="unknown (no fq_codel statistics)"
 }
 
 run_type() {
 	local type=$1 i
 	if ! incast_up "$type" 2>"$logs/up.err"; then
-		ktap_info "$(cat "$logs/up.err")"
+		info_file "$logs/up.err"
 		return 1
 	fi
 	CLIENTS=()
 	if ! incast_start 2>"$logs/start.err"; then
-		ktap_info "$(cat "$logs/start.err")"
+		info_file "$logs/start.err"
 		return 1
 	fi
 	measure "$type"
@@ -294,6 +324,7 @@ ktap_plan $npoints
 
 # --- MetaRoCE -------------------------------------------------------------
 if [[ " $types " == *" metaroce "* ]]; then
+	tested_metaroce=1
 	check "metaroce.ko loads with capacity_mbps=$capacity" reload_metaroce capacity_mbps="$capacity"
 	if run_type metaroce; then
 		ktap_ok "$senders senders and a receiver behind a ${rate} kbit/s bottleneck"
@@ -302,10 +333,14 @@ if [[ " $types " == *" metaroce "* ]]; then
 		check "the receiver counts $senders senders (counted: ${SENDERS_SEEN:-none})" \
 			[ "${SENDERS_SEEN:-0}" = "$senders" ]
 		share=$((capacity * 1000 / senders))
-		ok=1
-		for p in "${PACES[@]}"; do [ "$p" = "$share" ] || ok=0; done
-		check "every sender paces at its share, $share kbit/s (${PACES[*]})" [ $ok = 1 ]
-		check "every sender within 20% of the fair share of the bottleneck ($MEAN Mbit/s)" \
+		ok=0
+		[ "${#PACES[@]}" = "$senders" ] && ok=1
+		for p in "${PACES[@]}"; do
+			[ -n "$p" ] && [ "$p" -le "$share" ] && [ "$p" -ge $((share * 7 / 8)) ] || ok=0
+		done
+		check "every sender paces at its share, $share kbit/s, or up to an eighth below (${PACES[*]})" \
+			[ $ok = 1 ]
+		check "every sender within 20% of the mean, the fair share of what crossed ($MEAN Mbit/s)" \
 			within 20 "$MEAN" "${RATES[@]}"
 		check "Jain's index $JAIN >= 0.95" awk -v j="$JAIN" 'BEGIN { exit !(j >= 0.95) }'
 		check "the bottleneck queue drops nothing once settled ($DROPS) and stays below 64 KiB ($QMAX bytes)" \

@@ -57,6 +57,8 @@ mod rx;
 mod timers;
 mod tx;
 
+pub use tx::MIN_PACE_KBPS;
+
 /// Messages a connection holds at once (posted and not yet completed).
 pub const MAX_MESSAGES: usize = 256;
 /// Timer expiries without progress after which a path is failed: the first

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError};
+use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError, MIN_PACE_KBPS};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::stats::DropReason;
 use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
@@ -517,6 +517,41 @@ fn next_packet_between(p: &mut Pair, early: u64, due: u64) {
     let next = c.next_timeout();
     assert!(next.is_some_and(|t| t <= PACED_T0 + due), "{next:?}");
     assert!(c.poll_transmit(PACED_T0 + due, &mut hdr).is_some());
+}
+
+#[test]
+fn a_tiny_hint_is_obeyed_down_to_the_floor_and_a_faster_one_takes_over_at_once() {
+    let msgs = workload(4, 1, &[64 * 1024]);
+    let mut p = Pair::new(2, 1024, Channel::default(), 1);
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    // A forged ACK could ask for 1 kbit/s: a packet every 9 s.
+    p.hosts[1].conn.set_rate_hint(1);
+    exchange(&mut p, 0, 0);
+    exchange(&mut p, 1, 1_000);
+    assert_eq!(p.hosts[0].conn.pace_kbps(), MIN_PACE_KBPS);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let t0 = PACED_T0;
+    assert!(p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some());
+    // At 64 kbit/s the next one waits 143 ms.
+    assert!(p.hosts[0]
+        .conn
+        .poll_transmit(t0 + 100_000_000, &mut hdr)
+        .is_none());
+    let next = p.hosts[0].conn.next_timeout();
+    assert!(next.is_some_and(|t| t <= t0 + 144_000_000), "{next:?}");
+    // The receiver's share grows: the next packet is due within one gap at
+    // the new rate, not at the slot booked at the old one.
+    p.hosts[1].conn.set_rate_hint(100_000);
+    p.hosts[1].conn.announce();
+    let t1 = t0 + 1_000_000;
+    exchange(&mut p, 1, t1);
+    assert_eq!(p.hosts[0].conn.pace_kbps(), 100_000);
+    assert!(p.hosts[0]
+        .conn
+        .poll_transmit(t1 + 92_000, &mut hdr)
+        .is_some());
 }
 
 #[test]

@@ -13,6 +13,7 @@ use super::super::trace::TraceEvent;
 use super::super::wire::{
     self, flags, AckHeader, Common, DataHeader, NakHeader, Packet, PacketType,
 };
+use super::tx::{pace_gap, MIN_PACE_KBPS};
 use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit};
 use super::{CE_ONE, PORT_BASE};
 
@@ -257,20 +258,32 @@ impl<const P: usize> Connection<P> {
             p.cc.on_acked(out.newly_acked);
             self.cc.on_acked(out.newly_acked);
         }
-        if self.pace_kbps != ack.rate_hint_kbps {
+        // A hint is obeyed down to MIN_PACE_KBPS: one forged ACK asking for
+        // 1 kbit/s would otherwise hold the next packet back for seconds.
+        let hint = match ack.rate_hint_kbps {
+            0 => 0,
+            k => k.max(MIN_PACE_KBPS),
+        };
+        if self.pace_kbps != hint {
             self.trace.push(TraceEvent::RateHint {
                 from: self.pace_kbps,
-                to: ack.rate_hint_kbps,
+                to: hint,
             });
+            // The next packet is due no later than one gap at the new rate
+            // (a slot booked at a slower rate is not kept).
+            if hint > 0 {
+                let soonest = now.saturating_add(pace_gap(self.cfg.max_payload, hint));
+                self.next_send = self.next_send.min(soonest);
+            }
         }
-        self.pace_kbps = ack.rate_hint_kbps;
-        if ack.rate_hint_kbps > 0 {
+        self.pace_kbps = hint;
+        if hint > 0 {
             // The share over the round trip without queueing: the senders'
             // windows then add up to the receiver's bandwidth-delay product
             // and a standing queue drains instead of being kept.
             let rtt = self.rtt.min_us().max(1);
             let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
-            self.cc.cap(window_for_rate(ack.rate_hint_kbps, rtt, bytes));
+            self.cc.cap(window_for_rate(hint, rtt, bytes));
         }
         // Timer: progress restarts it.
         if out.newly_acked > 0 {

@@ -15,6 +15,18 @@ use super::{us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOT
 /// Packets of idle time the pacer may make up in a burst.
 const PACE_CREDIT: u64 = 4;
 
+/// The time a packet of `len` payload bytes takes at `kbps`, in
+/// nanoseconds: bits / (kbit/s) = ms, times 1,000,000 (a packet's bits are
+/// below 2^20: no overflow).
+pub(super) fn pace_gap(len: u16, kbps: u32) -> u64 {
+    let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
+    bits * 1_000_000 / u64::from(kbps.max(1))
+}
+
+/// The slowest rate a sender is paced at (kbit/s): a 4 KiB packet every
+/// half second. A smaller hint is taken as this.
+pub const MIN_PACE_KBPS: u32 = 64;
+
 impl<const P: usize> Connection<P> {
     /// The next packet to send now, its header written to `buf` (which must
     /// hold [`super::super::framing::TRANSPORT_HEADER_MAX`] bytes); `None` when
@@ -303,10 +315,7 @@ impl<const P: usize> Connection<P> {
         let psn = self.place(path, slot, now)?;
         self.stats.tx_data += 1;
         if self.pace_kbps > 0 {
-            // bits / (kbit/s) = milliseconds; * 1,000,000 for nanoseconds
-            // (a packet's bits are below 2^20: no overflow).
-            let bits = (u64::from(len) + u64::from(HEADER_OVERHEAD)) * 8;
-            let gap = bits * 1_000_000 / u64::from(self.pace_kbps);
+            let gap = pace_gap(len, self.pace_kbps);
             // Time the pacer could not use (no window, nothing posted) is
             // credited up to PACE_CREDIT packets, so that the average reaches
             // the share instead of losing every idle moment.
