@@ -57,7 +57,10 @@ mod rx;
 mod timers;
 mod tx;
 
-pub use tx::MIN_PACE_KBPS;
+/// The slowest rate a sender is paced at (kbit/s): a 4 KiB packet every
+/// half second. A smaller hint is taken as this (a forged ACK cannot hold
+/// new data back for long).
+pub const MIN_PACE_KBPS: u32 = 64;
 
 /// Messages a connection holds at once (posted and not yet completed).
 pub const MAX_MESSAGES: usize = 256;

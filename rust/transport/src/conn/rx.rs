@@ -13,9 +13,9 @@ use super::super::trace::TraceEvent;
 use super::super::wire::{
     self, flags, AckHeader, Common, DataHeader, NakHeader, Packet, PacketType,
 };
-use super::tx::{pace_gap, MIN_PACE_KBPS};
+use super::tx::pace_gap;
 use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit};
-use super::{CE_ONE, PORT_BASE};
+use super::{CE_ONE, MIN_PACE_KBPS, PORT_BASE};
 
 /// Packets acknowledged without a spurious resend after which the allowed
 /// reordering eases back.

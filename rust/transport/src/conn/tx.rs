@@ -23,9 +23,6 @@ pub(super) fn pace_gap(len: u16, kbps: u32) -> u64 {
     bits * 1_000_000 / u64::from(kbps.max(1))
 }
 
-/// The slowest rate a sender is paced at (kbit/s): a 4 KiB packet every
-/// half second. A smaller hint is taken as this.
-pub const MIN_PACE_KBPS: u32 = 64;
 
 impl<const P: usize> Connection<P> {
     /// The next packet to send now, its header written to `buf` (which must
