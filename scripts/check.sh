@@ -60,6 +60,8 @@ export METAROCE_RDMA_PREFIX=${prefix:-}
 
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
 log "booting the test kernel (TCG: this takes a few minutes)"
+# The guest's selftests take about 35 minutes under emulation.
+METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-3600} \
 "$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
 	"METAROCE_RDMA_PREFIX=$METAROCE_RDMA_PREFIX" \
 	"$TOP/scripts/guest-check.sh" "$out/guest" "$TOP/metaroce.ko" "$rxe_ko" \

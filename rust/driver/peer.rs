@@ -379,7 +379,8 @@ impl Peer {
 
     /// Handles one datagram from the peer (softirq).
     pub(super) fn receive(&self, timer: &PeerNode, pkt: &RxPacket<'_>) {
-        let mut ps = self.st.lock();
+        let mut guard = self.st.lock();
+        let ps = &mut guard;
         if ps.dead {
             return;
         }
@@ -387,19 +388,21 @@ impl Peer {
         // connection (which also counts a malformed hello it is handed).
         if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
-                self.on_hello(&mut ps, h.epoch, h.isn, h.common.conn, h.common.flags);
-                self.pump(timer, &mut ps, false);
+                self.on_hello(ps, h.epoch, h.isn, h.common.conn, h.common.flags);
+                self.pump(timer, ps, false);
                 return;
             }
         }
-        let ps = &mut *ps;
+        let ps = &mut **ps;
         let now = now_ns();
         let r = ps.conn.on_datagram(now, pkt.payload, pkt.sport, pkt.ce);
         // It named our epoch: the peer knows it, and it is alive; new data
         // may make it one more sender to share our capacity with.
+        let mut joined = false;
         if let Ok(r) = &r {
             if ps.session.on_received(now, r) {
                 self.dev.senders.fetch_add(1, Relaxed);
+                joined = true;
             }
         }
         if let Ok(Received::Data(h, bytes)) = r {
@@ -424,6 +427,12 @@ impl Peer {
             }
         }
         self.pump(timer, ps, false);
+        if joined {
+            // The senders already here hear their smaller share at once
+            // (their timers, after this peer's lock is dropped).
+            drop(guard);
+            self.dev.drive_others(self);
+        }
     }
 
     /// Fails the queue pairs waiting on a peer that has been silent for

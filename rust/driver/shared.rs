@@ -194,6 +194,21 @@ impl Shared {
         Ok(peers)
     }
 
+    /// A peer became a sender to this device: every other peer connection
+    /// is driven at once (its timer), so that those sending to us announce
+    /// their smaller share. Any context; takes the table lock (a leaf),
+    /// never a peer's.
+    pub(super) fn drive_others(&self, except: &Peer) {
+        let t = self.tables.lock();
+        for p in t
+            .peers
+            .iter()
+            .filter(|p| !core::ptr::eq::<Peer>(&****p, except))
+        {
+            p.start(1_000);
+        }
+    }
+
     /// The net device's link speed is now `link_mbps`: the capacity shared
     /// among senders follows it (unless the module parameter sets it).
     pub(crate) fn set_capacity(&self, link_mbps: Option<u32>) {

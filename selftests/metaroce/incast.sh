@@ -43,8 +43,10 @@ window=${INCAST_SECONDS:-12}
 types=${INCAST_TYPES:-metaroce rxe}
 read -r -a perf_args <<<"${INCAST_PERF_ARGS:-}"
 capacity=$((rate * 9 / 10 / 1000))
-settle=6
-duration=$((settle + window + 8))
+settle=5
+# Under emulation the clients start seconds apart: each runs long enough for
+# the window to fall where all of them run, and is stopped after it.
+duration=$((window * 3 + 60))
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 env=$top/scripts/rdma-env.sh
@@ -244,11 +246,24 @@ within() {
 		if (ARGV[i] < m * (1 - p / 100) || ARGV[i] > m * (1 + p / 100)) exit 1 }' "$@"
 }
 
-# measure TYPE: fills RATES (Mbit/s per sender), DROPS, QMAX (bytes), SENT
-# (Mbit/s through the bottleneck), over a window of about INCAST_SECONDS
-# (measured: starting programs is slow under emulation).
+# Whether every sender has sent: the receiver's telemetry has a peer line
+# with data for each (MetaRoCE), or the router received from each (rxe).
+all_sending() {
+	local x
+	# shellcheck disable=SC2206
+	x=($(sample "$1"))
+	[ "${#x[@]}" = "$senders" ] || return 1
+	for v in "${x[@]}"; do [ "$v" -gt 0 ] || return 1; done
+}
+
+# measure TYPE: once every sender sends and then SETTLE seconds, fills RATES
+# (Mbit/s per sender), DROPS, QMAX (bytes), SENT (Mbit/s through the
+# bottleneck) over a window of about INCAST_SECONDS (measured: starting
+# programs is slow under emulation), and RUNNING (clients still running at
+# its end: none may have failed).
 measure() {
 	local type=$1 a b q0 q1 t0 t1 i payload=1
+	wait_for 120 all_sending "$type" || echo "not every sender started" >&2
 	sleep "$settle"
 	a=$(sample "$type")
 	q0=$(queue_stats)
@@ -266,6 +281,10 @@ measure() {
 		SENDERS_SEEN=$(device_field "$DEV_V" senders)
 		for ((i = 0; i < senders; i++)); do PACES[i]=$(pace_of_sender "${DEVS_S[i]}"); done
 	fi
+	RUNNING=0
+	for ((i = 0; i < senders; i++)); do
+		kill -0 "${CLIENTS[i]}" 2>/dev/null && RUNNING=$((RUNNING + 1))
+	done
 	b=$(sample "$type")
 	q1=$(queue_stats)
 	t1=$EPOCHREALTIME
@@ -301,10 +320,6 @@ run_type() {
 		return 1
 	fi
 	measure "$type"
-	CLIENT_RC=0
-	for ((i = 0; i < senders; i++)); do
-		wait "${CLIENTS[i]}" || CLIENT_RC=$?
-	done
 	return 0
 }
 
@@ -329,7 +344,8 @@ if [[ " $types " == *" metaroce "* ]]; then
 	if run_type metaroce; then
 		ktap_ok "$senders senders and a receiver behind a ${rate} kbit/s bottleneck"
 		report metaroce
-		check "every client ran its ${duration} s (rc $CLIENT_RC)" [ "$CLIENT_RC" = 0 ]
+		check "every client still runs at the end of the window ($RUNNING of $senders)" \
+			[ "$RUNNING" = "$senders" ]
 		check "the receiver counts $senders senders (counted: ${SENDERS_SEEN:-none})" \
 			[ "${SENDERS_SEEN:-0}" = "$senders" ]
 		share=$((capacity * 1000 / senders))
@@ -361,7 +377,7 @@ if [[ " $types " == *" rxe "* ]]; then
 		ktap_skip "rxe through the same incast" "rdma_rxe is not available"
 	elif run_type rxe; then
 		report rxe
-		ktap_ok "rxe through the same incast (clients rc $CLIENT_RC; recorded, not judged)"
+		ktap_ok "rxe through the same incast ($RUNNING of $senders clients running at the end; recorded, not judged)"
 	else
 		ktap_fail "rxe through the same incast (set-up failed)"
 	fi

@@ -15,8 +15,10 @@
 //!
 //! 1. [`Session::on_hello`] for a hello (it never reaches the connection),
 //!    else the connection's `on_datagram` and, for what it accepted,
-//!    [`Session::on_received`]; [`Session::on_posted`] when a request went
-//!    in.
+//!    [`Session::on_received`] (when it says the peer became a sender, the
+//!    caller counts one more and, once done with this connection, drives
+//!    the other sending peers' connections soon, so that they announce
+//!    their smaller share); [`Session::on_posted`] when a request went in.
 //! 2. [`Session::poll_liveness`]: when it says a look is due, the caller
 //!    measures each waiting request against its patience ([`patience_ns`])
 //!    and reports with [`Session::set_waiting`].
@@ -36,8 +38,9 @@
 //! [`SessionConfig::active_ns`]: each connection's ACKs carry its share
 //! (`Connection::share_capacity`) and its sender paces new data at it. When
 //! the number of senders changes, each connection announces its new share
-//! (`Connection::announce`) the next time it is driven: the one whose
-//! packet moved the count at once, the others at their next packet. The count itself is the
+//! (`Connection::announce`) the next time it is driven: when a sender
+//! joins, its caller drives the others at once; when one leaves, the others
+//! learn their larger share at their next packet. The count itself is the
 //! caller's (it spans connections): [`Session::on_received`] and
 //! [`Session::poll_quiet`] say when it moves, [`Session::close`] when a
 //! connection that counted goes away.
@@ -48,7 +51,8 @@ use super::framing::HEADER_OVERHEAD;
 use super::handshake::Handshake;
 
 /// The gap between the first two hellos while the handshake is incomplete
-/// (nanoseconds); it doubles with each hello.
+/// in the kernel (nanoseconds; [`SessionConfig::hello_first_ns`]); it
+/// doubles with each hello.
 pub const HELLO_FIRST_NS: u64 = 1_000_000;
 /// The longest gap between hellos while the peer is asked often.
 pub const HELLO_MAX_NS: u64 = 128_000_000;
@@ -91,6 +95,10 @@ pub struct SessionConfig {
     /// peer that sends a packet this often holds a full share: the sharing
     /// is equal among those counted, not max-min.
     pub active_ns: u64,
+    /// The gap after the first hello while the handshake is incomplete
+    /// (nanoseconds); it doubles with each hello up to [`HELLO_MAX_NS`]. A
+    /// lost hello costs this much: a few round trips of the fabric.
+    pub hello_first_ns: u64,
 }
 
 impl SessionConfig {
@@ -99,6 +107,7 @@ impl SessionConfig {
     /// packets at a small share then cover).
     pub const DEFAULT: Self = Self {
         active_ns: 50_000_000,
+        hello_first_ns: HELLO_FIRST_NS,
     };
 }
 
@@ -166,7 +175,7 @@ impl Session {
             cfg,
             wanted: false,
             hellos: 0,
-            hello_gap: HELLO_FIRST_NS,
+            hello_gap: cfg.hello_first_ns,
             next_hello: now,
             reply: false,
             challenge: false,
@@ -225,7 +234,7 @@ impl Session {
     pub fn set_wanted(&mut self, now: u64, wanted: bool) {
         if wanted && !self.hs.ready() {
             self.hellos = 0;
-            self.hello_gap = HELLO_FIRST_NS;
+            self.hello_gap = self.cfg.hello_first_ns;
             self.next_hello = now;
         }
         self.wanted = wanted;
@@ -250,7 +259,7 @@ impl Session {
             // new incarnation is asked promptly should our reply be lost.
             self.shared = None;
             self.hellos = 0;
-            self.hello_gap = HELLO_FIRST_NS;
+            self.hello_gap = self.cfg.hello_first_ns;
             return HelloOutcome::Reset;
         }
         if before != (self.hs.remote(), self.hs.remote_isn()) {

@@ -112,8 +112,15 @@ impl Net {
         let salt = (h.incarnation << 40) ^ (u64::from(host) << 20) ^ u64::from(peer);
         let epoch = (salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
         h.links.entry(peer).or_insert_with(|| {
-            let session =
-                Session::new(epoch, epoch ^ 0x5a5a_5a5a, now, SessionConfig { active_ns });
+            let session = Session::new(
+                epoch,
+                epoch ^ 0x5a5a_5a5a,
+                now,
+                SessionConfig {
+                    active_ns,
+                    ..SessionConfig::DEFAULT
+                },
+            );
             let conn = Box::new(Conn::new(config(&session)));
             Link {
                 session,
@@ -284,6 +291,18 @@ impl Net {
             if joined {
                 h.senders += 1;
                 h.peak_senders = h.peak_senders.max(h.senders);
+                self.pump(to, from);
+                // The senders already here hear their smaller share now.
+                let others: Vec<u32> = self.hosts[to as usize]
+                    .links
+                    .iter()
+                    .filter(|(p, l)| **p != from && l.session.sending())
+                    .map(|(p, _)| *p)
+                    .collect();
+                for p in others {
+                    self.pump(to, p);
+                }
+                return;
             }
         }
         self.pump(to, from);

@@ -15,7 +15,15 @@ use metaroce_transport::session::{HelloOutcome, Session, SessionConfig};
 use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
 
 fuzz_target!(|data: &[u8]| {
-    let mut s = Session::new(7, 70, 0, SessionConfig { active_ns: 50_000 });
+    let mut s = Session::new(
+        7,
+        70,
+        0,
+        SessionConfig {
+            active_ns: 50_000,
+            hello_first_ns: 100_000,
+        },
+    );
     s.set_wanted(0, true);
     let mut cfg = Config::new(0, 0, 4, 1024);
     // The peer (epoch 9) says hello; it knows our epoch.

@@ -23,7 +23,6 @@ pub(super) fn pace_gap(len: u16, kbps: u32) -> u64 {
     bits * 1_000_000 / u64::from(kbps.max(1))
 }
 
-
 impl<const P: usize> Connection<P> {
     /// The next packet to send now, its header written to `buf` (which must
     /// hold [`super::super::framing::TRANSPORT_HEADER_MAX`] bytes); `None` when

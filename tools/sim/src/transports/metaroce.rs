@@ -128,6 +128,9 @@ impl MetaRoceHost {
                 now,
                 SessionConfig {
                     active_ns: ACTIVE_NS,
+                    // A lost hello is asked again after a few round trips
+                    // of this fabric, as the kernel's 1 ms is for a LAN.
+                    hello_first_ns: 4 * self.cfg.base_rtt_ns,
                 },
             );
             let cfg = self.conn_config(peer, &session);
@@ -360,15 +363,28 @@ impl Endpoint for MetaRoceHost {
             }
             Err(_) => self.errors += 1,
         }
-        if joined {
-            self.active += 1;
-        }
         if let Some(p) = self.peers.get_mut(&src) {
             for (stream, msn) in delivered_msgs {
                 p.conn.set_progress(stream, msn.wrapping_add(1));
             }
         }
         self.pump(now, src, tx);
+        if joined {
+            // One more sender: every other connection is driven now, so
+            // that the senders already here hear their smaller share at once.
+            self.active += 1;
+            let mut others: Vec<u32> = self
+                .peers
+                .iter()
+                .filter(|(id, p)| **id != src && p.session.sending())
+                .map(|(id, _)| *id)
+                .collect();
+            // In a fixed order: the same seed gives the same run.
+            others.sort_unstable();
+            for id in others {
+                self.pump(now, id, tx);
+            }
+        }
         self.clean_timers();
     }
 
