@@ -265,9 +265,12 @@ measure() {
 	local type=$1 a b q0 q1 t0 t1 i payload=1
 	wait_for 120 all_sending "$type" || echo "not every sender started" >&2
 	sleep "$settle"
+	# Each count is timed by its own clock reading: under emulation a
+	# reading program takes a second or more.
 	a=$(sample "$type")
-	q0=$(queue_stats)
 	t0=$EPOCHREALTIME
+	q0=$(queue_stats)
+	tq0=$EPOCHREALTIME
 	QMAX=0
 	SENDERS_SEEN=
 	PACES=()
@@ -286,10 +289,20 @@ measure() {
 		kill -0 "${CLIENTS[i]}" 2>/dev/null && RUNNING=$((RUNNING + 1))
 	done
 	b=$(sample "$type")
-	q1=$(queue_stats)
 	t1=$EPOCHREALTIME
+	q1=$(queue_stats)
+	tq1=$EPOCHREALTIME
 	WINDOW=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	[ "$type" = metaroce ] && payload=$(device_field "$DEV_V" payload)
+	local qwindow
+	qwindow=$(awk -v a="$tq0" -v b="$tq1" 'BEGIN { printf "%.2f", b - a }')
+	# Full packets carry the QP's path MTU (perftest's "Mtu : 1024[B]"),
+	# at most the device's payload.
+	if [ "$type" = metaroce ]; then
+		payload=$(device_field "$DEV_V" payload)
+		local mtu
+		mtu=$(awk '$1 == "Mtu" { v = $3; sub(/\[B\]/, "", v); print v + 0; exit }' "$logs/client0")
+		[ -n "$mtu" ] && [ "$mtu" -gt 0 ] && [ "$mtu" -lt "$payload" ] && payload=$mtu
+	fi
 	# shellcheck disable=SC2206 # word lists on purpose
 	local x=($a) y=($b)
 	RATES=()
@@ -304,7 +317,7 @@ measure() {
 	# shellcheck disable=SC2086
 	set -- ${q1:-0 0 0}
 	DROPS=$(($2 - drop0))
-	SENT=$(awk -v b=$(($1 - sent0)) -v w="$WINDOW" 'BEGIN { printf "%.3f", b * 8 / w / 1e6 }')
+	SENT=$(awk -v b=$(($1 - sent0)) -v w="$qwindow" 'BEGIN { printf "%.3f", b * 8 / w / 1e6 }')
 	[ -n "$q0" ] && [ -n "$q1" ] || DROPS="unknown (no fq_codel statistics)"
 }
 
