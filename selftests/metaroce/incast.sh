@@ -27,9 +27,9 @@
 #   INCAST_RATE_KBIT  the bottleneck's rate (default 3000: below what eight
 #                     senders move in the KASAN kernel under emulation, about
 #                     3.4 Mbit/s; make bench uses 80000); capacity_mbps is
-#                     whole Mbit/s, 90% of it rounded down (2 by default:
-#                     on Debian's kernel the senders ran up to 29% above
-#                     their share, which a 2.5 Mbit/s bottleneck dropped)
+#                     whole Mbit/s, 90% of it rounded down (2 by default;
+#                     at 2.5 Mbit/s Debian's kernel's CoDel queue dropped 3
+#                     packets of bursts while the senders kept their shares)
 #   INCAST_SECONDS    the measuring window (default 12)
 #   INCAST_TYPES      which transports (default "metaroce rxe")
 #   INCAST_PERF_ARGS  more ib_write_bw options for both sides (e.g. -e)
@@ -57,7 +57,7 @@ prefix=${METAROCE_RDMA_PREFIX:-$("$top/scripts/build-rdma-core.sh" --prefix 2>/d
 	skip_all "the rdma-core build is missing (make provider)"
 export METAROCE_RDMA_PREFIX=$prefix
 command -v ib_write_bw >/dev/null 2>&1 || skip_all "perftest is not installed"
-require_tools ip rdma tc ss timeout awk insmod rmmod
+require_tools ip rdma tc ss timeout awk insmod rmmod stdbuf
 [ -n "$METAROCE_KO" ] || skip_all "METAROCE_KO is not set (the module is reloaded)"
 [ "$senders" -ge 2 ] && [ "$senders" -le 16 ] || skip_all "INCAST_SENDERS must be 2..16"
 [ "$capacity" -ge 1 ] || skip_all "a capacity below 1 Mbit/s (raise INCAST_RATE_KBIT)"
@@ -180,7 +180,8 @@ incast_start() {
 			echo "no GID for sender $i" >&2
 			return 1
 		}
-		ip netns exec "$(ns_s "$i")" timeout $((duration + 60)) "$env" ib_write_bw \
+		# Line-buffered: the MTU line is read while it runs.
+		ip netns exec "$(ns_s "$i")" timeout $((duration + 60)) "$env" stdbuf -oL ib_write_bw \
 			-d "${DEVS_S[i]}" -x "$gid" -F -s 65536 -D "$duration" -p $((18900 + i)) \
 			${perf_args[@]+"${perf_args[@]}"} \
 			10.80.0.2 >"$logs/client$i" 2>&1 &
