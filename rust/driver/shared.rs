@@ -106,10 +106,7 @@ impl Shared {
         for p in peers.iter() {
             {
                 let mut ps = p.st.lock();
-                ps.dead = true;
-                if ps.session.close() {
-                    self.senders.fetch_sub(1, Relaxed);
-                }
+                self.kill(&mut ps);
                 ps.streams.clear();
                 ps.by_qpn = RBTree::new();
                 ps.by_dest = RBTree::new();
@@ -192,6 +189,15 @@ impl Shared {
             peers.push(p.clone(), GFP_ATOMIC)?;
         }
         Ok(peers)
+    }
+
+    /// Marks peer connection `ps` dead (under its lock); a peer that
+    /// counted as a sender no longer does.
+    fn kill(&self, ps: &mut PeerInner) {
+        ps.dead = true;
+        if ps.session.close() {
+            self.senders.fetch_sub(1, Relaxed);
+        }
     }
 
     /// A peer became a sender to this device: every other peer connection
@@ -336,10 +342,7 @@ impl Shared {
         if ps.dead {
             return;
         }
-        ps.dead = true;
-        if ps.session.close() {
-            self.senders.fetch_sub(1, Relaxed);
-        }
+        self.kill(&mut ps);
         self.counters.retire(ps.conn.stats());
         let PeerInner { conn, streams, .. } = &mut *ps;
         for s in streams.iter() {
