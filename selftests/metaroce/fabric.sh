@@ -10,9 +10,9 @@
 #     verified data, the failed plane carries nothing afterwards and the
 #     others carry the rest (the connection's paths moved off it);
 #   - through a rate-limited bottleneck queue that marks ECN (tbf + fq_codel
-#     ecn on every plane): the queues marked packets, the receiver counted the
-#     marks and echoed them to the sender in its ACKs (udp_sniff.py on B's
-#     veth1). (That the sender's windows answer the echoes is covered by the
+#     ecn on every plane, 0.5 Mbit/s each): the queues marked packets, the
+#     receiver counted the marks and echoed them to the sender in its ACKs
+#     (udp_sniff.py on B's veth1). (That the sender's windows answer the echoes is covered by the
 #     transport core's tests, ecn_marks_shrink_the_window.)
 
 . "$(dirname "$0")/lib.sh"
@@ -100,10 +100,13 @@ else
 fi
 rm -rf "$dir"
 
-# ECN: a bottleneck queue on every plane that marks instead of dropping.
-PLANE_RATE=2mbit all_planes
+# ECN: a bottleneck queue on every plane that marks instead of dropping, slow
+# enough (0.5 Mbit/s) that a sender in the debug kernel fills it even when
+# its packets spread over all four planes (at 2 Mbit/s, a run whose packets
+# spread marked nothing).
+PLANE_RATE=500kbit all_planes
 sniff_start ecn
-integrity_point "integrity through ECN-marking bottlenecks ($PLANES x 2 Mbit/s)" pass \
+integrity_point "integrity through ECN-marking bottlenecks ($PLANES x 0.5 Mbit/s)" pass \
 	-n 2 -q 2 -s 256K -t 120
 sniff_stop ecn
 marks=0

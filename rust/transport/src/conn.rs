@@ -15,7 +15,8 @@
 //! allocates, uses floating point or panics on any input.
 //!
 //! Sender: a message is cut into packets of at most `max_payload` bytes; each
-//! new packet goes to the path with the most free window (per-path AIMD) while
+//! new packet goes to the path with the fewest packets in flight among those
+//! with room in their window (per-path AIMD; ties take turns) while
 //! the connection's AIMD window has room and the pacer (the receiver's rate
 //! hint) allows. A packet is lost when a packet sent after it on the same path
 //! was acknowledged (a path is one route and delivers in order), or when the
@@ -290,6 +291,10 @@ struct TxSlot {
     origin: Option<Origin>,
     /// Transmission order on the path, for loss detection.
     order: u32,
+    /// Resent because packets sent after it were acknowledged (the
+    /// reordering rule), not by the timer: a duplicate of it proves the
+    /// path reorders.
+    by_order: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -412,6 +417,7 @@ const TX_SLOT_EMPTY: TxSlot = TxSlot {
     last: false,
     origin: None,
     order: 0,
+    by_order: false,
 };
 
 const RX_PATH_EMPTY: RxPath = RxPath {

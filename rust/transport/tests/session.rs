@@ -225,11 +225,16 @@ impl Net {
                     out.push((t.sport, bytes));
                     sent = true;
                 }
+                // A completion frees its stream for the next post: go round
+                // again (a busy stream with nothing in flight would
+                // otherwise wait for ever).
+                let mut completed = false;
                 while let Some(c) = l.conn.poll_event() {
                     assert_eq!(c.error, None, "completion {c:?}");
                     l.completed += 1;
+                    completed = true;
                 }
-                if !posted && !sent {
+                if !posted && !sent && !completed {
                     break;
                 }
             }

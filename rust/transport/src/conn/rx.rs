@@ -173,6 +173,7 @@ impl<const P: usize> Connection<P> {
         // Newly acknowledged packets: credit their messages.
         let mut finished = [0u16; 8];
         let mut n_finished = 0;
+        let mut order_resend_acked = false;
         for i in out.acked.ones() {
             let psn = out.acked_base.wrapping_add(i);
             let idx = psn % WINDOW;
@@ -182,6 +183,7 @@ impl<const P: usize> Connection<P> {
             if slot.state != SlotState::Live {
                 continue;
             }
+            order_resend_acked |= slot.by_order;
             p.outstanding = p.outstanding.saturating_sub(1);
             self.outstanding = self.outstanding.saturating_sub(1);
             self.acked_total = self.acked_total.wrapping_add(1);
@@ -202,10 +204,15 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
-        // Reordering: a duplicate proves a resend spurious; allow twice the
-        // reordering. A long run without one eases it back by a quarter.
+        // Reordering: a duplicate reported with the ACK of a packet the
+        // reordering rule resent proves that resend spurious; allow twice
+        // the reordering. A long run without one eases it back by a quarter.
+        // (A duplicate of a timer probe says nothing about reordering, only
+        // that an ACK was lost: counting those at 10% loss grew the
+        // allowance to its maximum, and every loss then waited for the
+        // timer.)
         let floor = self.cfg.reorder_window;
-        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 {
+        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 && order_resend_acked {
             self.stats.spurious += 1;
             // min/max, not clamp: clamp has a panic path for min > max.
             self.reorder = self
@@ -233,8 +240,10 @@ impl<const P: usize> Connection<P> {
                 && !p.seq.is_acked(psn)
                 && before(slot.order.wrapping_add(reorder), p.delivered)
                 && !p.relocate.get(idx)
+                && !p.resend.get(idx)
             {
                 p.resend.set(idx);
+                p.slots[idx as usize].by_order = true;
             }
         }
         // Congestion control.

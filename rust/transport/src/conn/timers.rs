@@ -86,6 +86,7 @@ impl<const P: usize> Connection<P> {
         // property test once holes wait for the timer).
         p.relocate.clear(psn % WINDOW);
         p.resend.set(psn % WINDOW);
+        p.slots[psn as usize % SLOTS].by_order = false;
         // The probe waits twice as long for its answer.
         p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg));
         if p.expiries >= FAIL_AFTER_EXPIRIES {

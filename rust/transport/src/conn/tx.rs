@@ -248,6 +248,7 @@ impl<const P: usize> Connection<P> {
         }
         old.state = SlotState::Moved;
         let moved = TxSlot {
+            by_order: false,
             origin: Some(Origin {
                 path: src as u16,
                 psn,
@@ -304,6 +305,7 @@ impl<const P: usize> Connection<P> {
             last,
             origin: None,
             order: 0,
+            by_order: false,
         };
         if last {
             self.advance_cursor();
