@@ -48,21 +48,15 @@ class SimQuick(unittest.TestCase):
                 self.assertTrue(c["pass"], f"metaroce {name}: {c}")
 
     def test_loss(self):
-        # At 10% loss MetaRoCE's goodput is bimodal over seeds (0.31 or 0.80
-        # at 125c5c2, before the session; Documentation/simulator.md, "Re-run
-        # with the session"): one seed decides by luck. Every seed must keep
-        # integrity and the 1% criterion; the median of five seeds must meet
-        # the 10% one.
+        # Five seeds, every criterion on each: 10% loss was bimodal over
+        # seeds (0.31 or 0.80) until a probe's duplicate stopped widening
+        # the reordering allowed (Documentation/simulator.md, "The 10% loss
+        # fix").
         self.check("loss", False)
-        tenth = []
         for seed in range(1, 6):
             crit = run("loss", seed, "metaroce")["transports"]["metaroce"]["criteria"]
             for name, c in crit.items():
-                if name != "goodput_at_10pct_vs_lossless":
-                    self.assertTrue(c["pass"], f"seed {seed}: metaroce {name}: {c}")
-            tenth.append(crit["goodput_at_10pct_vs_lossless"]["value"])
-        median = sorted(tenth)[len(tenth) // 2]
-        self.assertGreaterEqual(median, 0.5, f"goodput at 10% loss / lossless, seeds 1-5: {tenth}")
+                self.assertTrue(c["pass"], f"seed {seed}: metaroce {name}: {c}")
 
     def test_planes(self):
         self.check("planes", False)
