@@ -68,7 +68,8 @@ pub(super) fn conn_config(s: &Session, ip: [u8; 4], mtu: u32) -> Config {
     // Each path leaves this host in order (one sending context, see
     // `Peer::pump`), so a hole followed by 8 later packets is taken for a
     // loss; on a fabric that reorders within a path the receiver reports the
-    // spurious resends and the connection allows more (up to 128).
+    // duplicates those resends make and the connection allows more (up to
+    // 128).
     cfg.reorder_window = 8;
     // Scheduling delays of a few milliseconds happen (virtual machines):
     // a path is probed after 2 ms without an answer at the earliest, and

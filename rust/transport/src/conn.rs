@@ -15,8 +15,7 @@
 //! allocates, uses floating point or panics on any input.
 //!
 //! Sender: a message is cut into packets of at most `max_payload` bytes; each
-//! new packet goes to the path with the fewest packets in flight among those
-//! with room in their window (per-path AIMD; ties take turns) while
+//! new packet goes to the path with the most free window (per-path AIMD) while
 //! the connection's AIMD window has room and the pacer (the receiver's rate
 //! hint) allows. A packet is lost when a packet sent after it on the same path
 //! was acknowledged (a path is one route and delivers in order), or when the
@@ -291,9 +290,11 @@ struct TxSlot {
     origin: Option<Origin>,
     /// Transmission order on the path, for loss detection.
     order: u32,
-    /// Resent because packets sent after it were acknowledged (the
-    /// reordering rule), not by the timer: a duplicate of it proves the
-    /// path reorders.
+    /// Marked lost by the reordering rule (packets sent after it were
+    /// acknowledged), not by the timer. If it was not lost after all, its
+    /// two copies arrive and the receiver reports a duplicate: the path
+    /// reorders. (A per-ACK heuristic: the ACK does not say which packet
+    /// was the duplicate.)
     by_order: bool,
 }
 
@@ -323,6 +324,10 @@ struct TxPath {
     /// When the current route last delivered (data out, ACKs back); 0: not
     /// since the path moved to it.
     acked_at: u64,
+    /// When a packet the reordering rule marked lost was last acknowledged
+    /// (0: none pending). A duplicate reported within a probe timer of it
+    /// is taken for that resend's copy: the path reorders.
+    order_acked_at: u64,
     stats: TxPathStats,
 }
 
@@ -405,6 +410,7 @@ const TX_PATH_EMPTY: TxPath = TxPath {
     expiries: 0,
     strikes: 0,
     acked_at: 0,
+    order_acked_at: 0,
     stats: TxPathStats::EMPTY,
 };
 

@@ -119,7 +119,9 @@ pub struct Stats {
     pub ce_echoed: u64,
     /// Datagrams dropped as malformed or not ours.
     pub rx_errors: u64,
-    /// ACKs that reported a duplicate: resends the reordering made spurious.
+    /// Resends taken for spurious: a duplicate was reported on a path soon
+    /// after a packet the reordering rule resent there was acknowledged
+    /// (each doubled the reordering allowed).
     pub spurious: u64,
     /// Datagrams dropped, by [`DropReason`] (they add up to `rx_errors`).
     pub drops: [u64; DROP_REASONS],

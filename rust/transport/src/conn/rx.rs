@@ -204,15 +204,23 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
-        // Reordering: a duplicate reported with the ACK of a packet the
-        // reordering rule resent proves that resend spurious; allow twice
-        // the reordering. A long run without one eases it back by a quarter.
-        // (A duplicate of a timer probe says nothing about reordering, only
-        // that an ACK was lost: counting those at 10% loss grew the
-        // allowance to its maximum, and every loss then waited for the
-        // timer.)
+        // Reordering: a packet the reordering rule marked lost was
+        // acknowledged, and a duplicate is reported on its path within a
+        // probe timer of that (usually in a later ACK: the first copy's ACK
+        // freed the slot, the second copy makes the duplicate). The resend
+        // is taken for spurious: allow twice the reordering. A long run
+        // without one eases it back by a quarter. (A duplicate of a timer
+        // probe says nothing about reordering, only that an ACK was lost:
+        // counting those at 10% loss grew the allowance to its maximum, and
+        // every loss then waited for the timer.)
+        if order_resend_acked {
+            p.order_acked_at = now.max(1);
+        }
+        let window = p.timer_ns(&self.rtt, &self.cfg);
+        let reordered = p.order_acked_at != 0 && now.saturating_sub(p.order_acked_at) <= window;
         let floor = self.cfg.reorder_window;
-        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 && order_resend_acked {
+        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 && reordered {
+            p.order_acked_at = 0;
             self.stats.spurious += 1;
             // min/max, not clamp: clamp has a panic path for min > max.
             self.reorder = self

@@ -153,6 +153,7 @@ impl<const P: usize> Connection<P> {
                 p.relocate.set(idx);
             } else {
                 p.resend.set(idx);
+                p.slots[idx as usize].by_order = false;
             }
         }
         self.stats.path_moves += 1;

@@ -60,6 +60,8 @@ pub struct Channel {
     pub path_skew: u64,
     /// Random jitter within a path (reorders a path; 0 keeps it in order).
     pub jitter: u64,
+    /// The jitter delays data packets only: ACKs stay in order.
+    pub jitter_data_only: bool,
     /// Source ports whose datagrams are all dropped (a failed route), as
     /// `port % 8 == blackhole` when `Some`.
     pub blackhole: Option<u16>,
@@ -77,6 +79,7 @@ impl Default for Channel {
             delay: 5_000,
             path_skew: 3_000,
             jitter: 0,
+            jitter_data_only: false,
             blackhole: None,
             ce: 0,
             drop_naks: false,
@@ -287,13 +290,10 @@ impl Pair {
         let ce = is_data && self.rng.chance(c.ce);
         for _ in 0..copies {
             let skew = c.path_skew * u64::from(sport % 4);
-            let jitter = if c.jitter > 0 {
-                self.rng.below(c.jitter)
-            } else {
-                0
-            };
+            let jittery = c.jitter > 0 && (is_data || !c.jitter_data_only);
+            let jitter = if jittery { self.rng.below(c.jitter) } else { 0 };
             let mut at = self.now + c.delay + skew + jitter;
-            if c.jitter == 0 {
+            if !jittery {
                 // One route delivers in order.
                 let last = self.last_arrival.entry((from, sport)).or_insert(0);
                 at = at.max(*last);
