@@ -60,8 +60,9 @@ export METAROCE_RDMA_PREFIX=${prefix:-}
 
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
 log "booting the test kernel (TCG: this takes a few minutes)"
-# The guest's selftests take about 35 minutes under emulation.
-METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-3600} \
+# The guest's selftests take about 40 minutes under emulation, and up to
+# an hour on a slow day (2026-12-02: device creation at 35-40 s each).
+METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-4200} \
 "$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
 	"METAROCE_RDMA_PREFIX=$METAROCE_RDMA_PREFIX" \
 	"$TOP/scripts/guest-check.sh" "$out/guest" "$TOP/metaroce.ko" "$rxe_ko" \
