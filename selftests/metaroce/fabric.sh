@@ -63,16 +63,13 @@ cpid=$!
 # move then). Whether any of the transfer is on plane 1 depends on where the
 # paths' ports hash and which paths carry the traffic: what RB sent on plane 1
 # in the second before the failure says.
-rb_sent() { # PLANE: bytes RB has sent on it
-	ip netns exec "$NS_RB" cat "/sys/class/net/plane$1/statistics/tx_bytes"
-}
 b1=0
 underway() { # sets b1, RB's bytes on plane 1 in the second measured
 	local i a=() z=() all=0
-	for ((i = 0; i < PLANES; i++)); do a[i]=$(rb_sent "$i"); done
+	for ((i = 0; i < PLANES; i++)); do a[i]=$(plane_bytes "$i" "$NS_RB"); done
 	sleep 1
 	for ((i = 0; i < PLANES; i++)); do
-		z[i]=$(rb_sent "$i")
+		z[i]=$(plane_bytes "$i" "$NS_RB")
 		all=$((all + z[i] - a[i]))
 	done
 	b1=$((z[1] - a[1]))

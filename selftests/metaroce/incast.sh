@@ -265,7 +265,7 @@ all_sending() {
 # programs is slow under emulation), and RUNNING (clients still running at
 # its end: none may have failed).
 measure() {
-	local type=$1 a b q0 q1 t0 t1 i payload=1
+	local type=$1 a b q0 q1 t0 t1 tq0 tq1 i payload=1
 	wait_for 120 all_sending "$type" || echo "not every sender started" >&2
 	sleep "$settle"
 	# Each count is timed by its own clock reading: under emulation a

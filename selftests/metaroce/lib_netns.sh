@@ -30,7 +30,8 @@
 #                         queue is fq_codel with ECN marking
 #   plane_down I / plane_up I   plane I's link down (a failed plane: packets
 #                         hashed to it are lost until the senders move) / up
-#   plane_bytes I         bytes RA has sent on plane I so far
+#   plane_bytes I [NS]    bytes router NS (default RA) has sent on plane I
+#                         so far
 #   sniff_start RUN / sniff_stop RUN
 #                         count the MetaRoCE datagrams on B's veth1 between
 #                         the two (udp_sniff.py; needs python3)
@@ -169,7 +170,7 @@ plane_up() {
 }
 
 plane_bytes() {
-	ip netns exec "$NS_RA" cat "/sys/class/net/plane$1/statistics/tx_bytes"
+	ip netns exec "${2:-$NS_RA}" cat "/sys/class/net/plane$1/statistics/tx_bytes"
 }
 
 SNIFF_DIR=

@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
-use metaroce_transport::conn::{Config, Message, PostError, Received, RecvError, MIN_PACE_KBPS};
+use metaroce_transport::conn::{
+    Config, Message, PostError, Received, RecvError, ACK_EVERY, MIN_PACE_KBPS,
+};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::stats::DropReason;
 use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
@@ -680,7 +682,7 @@ fn spurious_resends_widen_the_reordering_allowed() {
         jitter: 200_000,
         ..Channel::default()
     };
-    reordering_widens_the_allowance(chan, config_pair(2, 1024).1.ack_every);
+    reordering_widens_the_allowance(chan, ACK_EVERY);
 }
 
 #[test]

@@ -173,7 +173,6 @@ impl<const P: usize> Connection<P> {
         // Newly acknowledged packets: credit their messages.
         let mut finished = [0u16; 8];
         let mut n_finished = 0;
-        let mut order_resend_acked = false;
         for i in out.acked.ones() {
             let psn = out.acked_base.wrapping_add(i);
             let idx = psn % WINDOW;
@@ -183,7 +182,9 @@ impl<const P: usize> Connection<P> {
             if slot.state != SlotState::Live {
                 continue;
             }
-            order_resend_acked |= slot.by_order;
+            if slot.by_order {
+                p.order_acked_at = now.max(1);
+            }
             p.outstanding = p.outstanding.saturating_sub(1);
             self.outstanding = self.outstanding.saturating_sub(1);
             self.acked_total = self.acked_total.wrapping_add(1);
@@ -213,13 +214,11 @@ impl<const P: usize> Connection<P> {
         // probe says nothing about reordering, only that an ACK was lost:
         // counting those at 10% loss grew the allowance to its maximum, and
         // every loss then waited for the timer.)
-        if order_resend_acked {
-            p.order_acked_at = now.max(1);
-        }
-        let window = p.timer_ns(&self.rtt, &self.cfg);
-        let reordered = p.order_acked_at != 0 && now.saturating_sub(p.order_acked_at) <= window;
         let floor = self.cfg.reorder_window;
-        if ack.common.flags & wire::ack_flags::DUPLICATE != 0 && reordered {
+        if ack.common.flags & wire::ack_flags::DUPLICATE != 0
+            && p.order_acked_at != 0
+            && now.saturating_sub(p.order_acked_at) <= p.timer_ns(&self.rtt, &self.cfg)
+        {
             p.order_acked_at = 0;
             self.stats.spurious += 1;
             // min/max, not clamp: clamp has a panic path for min > max.
