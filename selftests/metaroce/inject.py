@@ -29,7 +29,12 @@ address) a mix of:
   stranger  garbage and copies from STRANGER, an address that is no peer
 
 --rate is the datagrams per second of the other kinds together (default
-200). At the end it writes one line to FILE: `sent KIND=N ... captured=N`.
+200). Until SRC has sent something to copy, the kinds that copy send
+nothing (garbage instead, if garbage is among them). The injector never
+copies its own datagrams. At the end it writes one line to FILE:
+`sent KIND=N ... captured=N attributable=N errors=N seconds=N`, where
+attributable is the truncated copies of 8 bytes or more (long enough to
+name the connection, so the receiver counts each as drop_truncated).
 Needs CAP_NET_RAW (run inside the namespace with `ip netns exec`).
 """
 
@@ -112,6 +117,10 @@ def main():
         stx.bind((a.stranger, 0))
     src = socket.inet_aton(a.src)
     dst = socket.inet_aton(a.dst)
+    # Its own datagrams cross IF too, from SRC to DST: never copy them (a
+    # copy of a copy of garbage that passes for a hello would be counted as
+    # the receiver's drop of something no real sender made).
+    own = {s.getsockname()[1] for s in (tx, stx) if s is not None}
 
     ring = []
     old = []
@@ -126,6 +135,10 @@ def main():
         return cum is not None and 0 < (cum - psn) % (1 << 32) < (1 << 31)
     captured = 0
     sent = {m: 0 for m in modes}
+    # Truncated copies long enough to name their connection (8 bytes: the
+    # receiver's dispatch needs the type and connection id): the receiver
+    # must count each of them as drop_truncated.
+    attributable = 0
     errors = 0
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -146,7 +159,8 @@ def main():
                 continue
             ihl = (f[14] & 15) * 4
             u = 14 + ihl
-            if struct.unpack("!H", f[u + 2:u + 4])[0] != PORT:
+            sport, dport = struct.unpack("!HH", f[u:u + 4])
+            if dport != PORT or sport in own:
                 continue
             payload = f[u + 8:]
             if f[26:30] == dst and f[30:34] == src:
@@ -176,13 +190,17 @@ def main():
                 next_other += 1.0 / a.rate
                 m = rng.choice(others)
                 sock = tx
-                if m == "garbage" or (m != "garbage" and not ring):
+                if m == "garbage" or (not ring and ("garbage" in modes or m == "stranger")):
+                    # Nothing to copy yet: garbage, if garbage is wanted.
                     d = rng.randbytes(rng.randrange(0, 1500))
-                    if not ring and m != "stranger":
+                    if m != "stranger":
                         m = "garbage"
+                elif not ring:
+                    d = None
                 elif m == "truncated":
                     p = rng.choice(ring)
                     d = p[: rng.randrange(0, len(p))]
+                    attributable += len(d) >= 8
                 elif m == "mutate":
                     done = [p for p in ring if delivered(p)]
                     d = mutate(rng, rng.choice(done)) if done else None
@@ -207,7 +225,8 @@ def main():
 
     with open(a.out, "w") as o:
         kinds = " ".join(f"{k}={v}" for k, v in sent.items())
-        o.write(f"sent {kinds} captured={captured} errors={errors} seconds={time.monotonic() - start:.0f}\n")
+        o.write(f"sent {kinds} captured={captured} attributable={attributable} "
+                f"errors={errors} seconds={time.monotonic() - start:.0f}\n")
 
 
 if __name__ == "__main__":
