@@ -24,7 +24,7 @@ use crate::transport::{
     framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
     session::{patience_ns, HelloOutcome, Session},
     trace::TraceEvent,
-    wire::{self, NakCode, Packet, PacketType},
+    wire::{self, NakCode, Opcode, Packet, PacketType},
 };
 use kernel::{
     prelude::*,
@@ -423,6 +423,9 @@ impl Peer {
                 // No such queue pair (any more) on this host.
                 None => Err(NakCode::InvalidRequest),
             };
+            if verdict.is_ok() && h.opcode == Opcode::ReadResp {
+                ps.answered_at = now;
+            }
             if let Err(code) = verdict {
                 ps.conn.reject(h.common.path, h.stream, h.msn, code);
             }
@@ -448,6 +451,7 @@ impl Peer {
             conn,
             streams,
             session,
+            answered_at,
             ..
         } = ps;
         let mut waiting = false;
@@ -466,11 +470,13 @@ impl Peer {
             // (its region went away under it, its QP failed, a forged
             // packet took the answer's place) fails that request, as a
             // silent peer would, instead of leaving it waiting for ever.
+            // While it answers other requests the clock waits: those may
+            // be ahead of this one in its queue.
             let unanswered = st.sq.first().is_some_and(|e| {
                 e.done == Some(None)
                     && e.resp.is_some()
                     && !e.resp_done
-                    && now.saturating_sub(e.delivered_at) >= p
+                    && now.saturating_sub(e.delivered_at.max(*answered_at)) >= p
             });
             if silent >= p || unanswered {
                 gave_up |= silent >= p;

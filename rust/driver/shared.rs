@@ -282,6 +282,7 @@ impl Shared {
                             streams: KVec::new(),
                             by_qpn: RBTree::new(),
                             by_dest: RBTree::new(),
+                            answered_at: 0,
                             dead: false,
                         },
                         "metaroce_peer"

@@ -169,6 +169,13 @@ pub(super) struct PeerInner {
     /// their peer QP's (to find the source of a packet to send).
     pub(super) by_qpn: RBTree<u32, Arc<QpShared>>,
     pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
+    /// When answer data (Read or atomic) from the peer was last placed, for
+    /// any of its QPs (nanoseconds; 0: never). A delivered Read's patience
+    /// counts from this or its delivery, whichever is later: the peer
+    /// answers in the order the requests reached it, so on a slow link the
+    /// last of many QPs' deep queues waits its turn long after delivery,
+    /// and a peer that is answering is not a silent one.
+    pub(super) answered_at: u64,
     pub(super) dead: bool,
 }
 
