@@ -418,6 +418,42 @@ fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     assert_eq!(d.stats().rx_errors, 1);
 }
 
+/// A copy of a packet that arrived already, sent again later from another
+/// port (anyone who saw it can): the receiver's next ACK leaves from the
+/// port the real packet came from and echoes no timestamp (the copy's is
+/// old: the sender would take seconds for its RTT).
+#[test]
+fn a_replayed_packet_moves_neither_the_ack_port_nor_the_rtt_echo() {
+    let (a, b) = config_pair(1, 1024);
+    let mut rx = Conn::new(a);
+    let mut tx = Conn::new(b);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    for m in workload(2, 1, &[100]) {
+        tx.post(m).unwrap();
+    }
+    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
+    let mut first = hdr[..t.len].to_vec();
+    first.extend([0u8; 100]);
+    let real_port = t.sport;
+    assert!(matches!(
+        rx.on_datagram(SECOND, &first, real_port, false),
+        Ok(Received::Data(..))
+    ));
+    let ack = rx.poll_transmit(SECOND, &mut hdr).unwrap();
+    assert_eq!(ack.sport, real_port);
+    assert_ne!(hdr[12..16], [0; 4], "fresh data is echoed");
+    // Three seconds later, the copy, from the replayer's own port.
+    let later = 4 * SECOND;
+    assert_eq!(
+        rx.on_datagram(later, &first, 40_000, false),
+        Ok(Received::Duplicate)
+    );
+    let ack = rx.poll_transmit(later, &mut hdr).unwrap();
+    assert_eq!(ack.sport, real_port, "the copy chose the ACK's port");
+    assert_eq!(hdr[12..16], [0; 4], "the copy's old timestamp was echoed");
+    assert_eq!(hdr[1] & wire::ack_flags::DUPLICATE, wire::ack_flags::DUPLICATE);
+}
+
 #[test]
 fn both_directions_at_once() {
     let msgs_a = workload(30, 2, &[5000, 100]);

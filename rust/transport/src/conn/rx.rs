@@ -93,11 +93,6 @@ impl<const P: usize> Connection<P> {
         if arrival == Arrival::OutOfWindow {
             return Err(RecvError::Window);
         }
-        rx.sport = sport;
-        rx.echo = hdr.common.timestamp;
-        self.last_rx_path = Some(path as u16);
-        // Smoothed share of marked data, over about 16 packets.
-        self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
         rx.unacked = rx.unacked.saturating_add(1);
         if rx.ack_at.is_none() {
             rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
@@ -107,15 +102,25 @@ impl<const P: usize> Connection<P> {
             || ce
             || arrival == Arrival::Duplicate
             || (had_holes && !rx.seq.has_holes());
-        if ce {
-            rx.stats.ce_marked += 1;
-        }
         if arrival == Arrival::Duplicate {
+            // Anyone who saw the packet can send it again, from any port
+            // and with any ECN mark: a copy changes nothing but the next
+            // ACK's DUPLICATE flag. Not the port our ACKs leave from, not
+            // the timestamp they echo (an old one would be an RTT sample of
+            // seconds), not the marks.
             rx.dup = true;
             rx.stats.duplicates += 1;
             self.stats.rx_duplicates += 1;
             return Ok(Received::Duplicate);
         }
+        rx.sport = sport;
+        rx.echo = hdr.common.timestamp;
+        self.last_rx_path = Some(path as u16);
+        if ce {
+            rx.stats.ce_marked += 1;
+        }
+        // Smoothed share of marked data, over about 16 packets.
+        self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
         rx.stats.rcvd += 1;
         if let Some(o) = hdr.origin {
             // The first copy went on another path: count it received there,
