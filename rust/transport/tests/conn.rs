@@ -451,7 +451,10 @@ fn a_replayed_packet_moves_neither_the_ack_port_nor_the_rtt_echo() {
     let ack = rx.poll_transmit(later, &mut hdr).unwrap();
     assert_eq!(ack.sport, real_port, "the copy chose the ACK's port");
     assert_eq!(hdr[12..16], [0; 4], "the copy's old timestamp was echoed");
-    assert_eq!(hdr[1] & wire::ack_flags::DUPLICATE, wire::ack_flags::DUPLICATE);
+    assert_eq!(
+        hdr[1] & wire::ack_flags::DUPLICATE,
+        wire::ack_flags::DUPLICATE
+    );
 }
 
 #[test]
