@@ -370,11 +370,13 @@ impl Pair {
     }
 
     fn idle(&self) -> bool {
+        // Nothing in flight is not enough: a paced sender holds queued
+        // messages back until its pacer's timer.
         self.wire.is_empty()
             && self
                 .hosts
                 .iter()
-                .all(|h| h.todo.is_empty() && h.conn.outstanding() == 0)
+                .all(|h| h.todo.is_empty() && h.conn.outstanding() == 0 && !h.conn.wants_to_send())
     }
 }
 
