@@ -366,6 +366,7 @@ impl Peer {
             {
                 e.done = Some(c.error);
                 e.delivered_at = now_ns();
+                e.passed_at = 0;
             }
             // What is over completes now, in order; room it made lets the
             // QP post more.
@@ -407,10 +408,17 @@ impl Peer {
             }
         }
         if let Ok(Received::Data(h, bytes)) = r {
-            let verdict = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
+            let (verdict, answered) = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
                 Some(qp) => {
                     let mut st = qp.st.lock();
                     let v = qp.on_data(&mut st, &mut ps.conn, &h, bytes);
+                    // Answer data placed now (not a late copy of one that
+                    // completed, which anyone who saw it could send again):
+                    // when its request was delivered.
+                    let answered = (v == Ok(true) && h.opcode == Opcode::ReadResp)
+                        .then(|| st.sq.iter().find(|e| e.resp == Some(h.msn)))
+                        .flatten()
+                        .map(|e| e.delivered_at);
                     // A Read answer that arrived whole completes its request.
                     qp.reap(&mut st, &mut ps.conn);
                     let left = st.has_postable();
@@ -418,13 +426,14 @@ impl Peer {
                     if left {
                         self.wake(&qp);
                     }
-                    v
+                    (v, answered)
                 }
                 // No such queue pair (any more) on this host.
-                None => Err(NakCode::InvalidRequest),
+                None => (Err(NakCode::InvalidRequest), None),
             };
-            if verdict.is_ok() && h.opcode == Opcode::ReadResp {
+            if let Some(delivered) = answered {
                 ps.answered_at = now;
+                ps.answered_after = ps.answered_after.max(delivered);
             }
             if let Err(code) = verdict {
                 ps.conn.reject(h.common.path, h.stream, h.msn, code);
@@ -452,6 +461,7 @@ impl Peer {
             streams,
             session,
             answered_at,
+            answered_after,
             ..
         } = ps;
         let mut waiting = false;
@@ -470,13 +480,24 @@ impl Peer {
             // (its region went away under it, its QP failed, a forged
             // packet took the answer's place) fails that request, as a
             // silent peer would, instead of leaving it waiting for ever.
-            // While it answers other requests the clock waits: those may
-            // be ahead of this one in its queue.
-            let unanswered = st.sq.first().is_some_and(|e| {
-                e.done == Some(None)
-                    && e.resp.is_some()
-                    && !e.resp_done
-                    && now.saturating_sub(e.delivered_at.max(*answered_at)) >= p
+            // The peer answers in the order requests reached it: while it
+            // answers requests delivered no later than this one, the clock
+            // waits (they were ahead of it); from when it answers one
+            // delivered after it, this one was passed over and the clock
+            // runs.
+            let unanswered = st.sq.first_mut().is_some_and(|e| {
+                if e.done != Some(None) || e.resp.is_none() || e.resp_done {
+                    return false;
+                }
+                if e.passed_at == 0 && *answered_after > e.delivered_at {
+                    e.passed_at = now;
+                }
+                let since = if e.passed_at != 0 {
+                    e.passed_at
+                } else {
+                    e.delivered_at.max(*answered_at)
+                };
+                now.saturating_sub(since) >= p
             });
             if silent >= p || unanswered {
                 gave_up |= silent >= p;

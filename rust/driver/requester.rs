@@ -364,6 +364,7 @@ impl QpShared {
                 resp,
                 resp_done: false,
                 delivered_at: 0,
+                passed_at: 0,
             },
             GFP_ATOMIC,
         )?;
@@ -429,6 +430,7 @@ mod tests {
             resp,
             resp_done: false,
             delivered_at: 0,
+            passed_at: 0,
         }
     }
 

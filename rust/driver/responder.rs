@@ -50,14 +50,15 @@ fn receive_slot(consumed: u32, rsn: u8) -> Option<usize> {
 
 impl QpShared {
     /// An arriving data packet for this QP: places it and releases what
-    /// completed; `Err` names the NAK to send.
+    /// completed; `Ok(true)` if it placed bytes (`Ok(false)`: a late copy of
+    /// a message that completed), `Err` names the NAK to send.
     pub(super) fn on_data(
         &self,
         st: &mut QpInner,
         conn: &mut Conn,
         h: &DataHeader,
         bytes: &[u8],
-    ) -> Result<(), NakCode> {
+    ) -> Result<bool, NakCode> {
         if st.dead || st.peer.is_none() {
             return Err(NakCode::InvalidRequest);
         }
@@ -81,7 +82,7 @@ impl QpShared {
             }
             self.to_error(st, conn);
         }
-        placed.map(|_| ())
+        placed
     }
 
     /// Places one arriving data packet; `Err` names the NAK to send.

@@ -283,6 +283,7 @@ impl Shared {
                             by_qpn: RBTree::new(),
                             by_dest: RBTree::new(),
                             answered_at: 0,
+                            answered_after: 0,
                             dead: false,
                         },
                         "metaroce_peer"

@@ -170,12 +170,15 @@ pub(super) struct PeerInner {
     pub(super) by_qpn: RBTree<u32, Arc<QpShared>>,
     pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
     /// When answer data (Read or atomic) from the peer was last placed, for
-    /// any of its QPs (nanoseconds; 0: never). A delivered Read's patience
-    /// counts from this or its delivery, whichever is later: the peer
-    /// answers in the order the requests reached it, so on a slow link the
-    /// last of many QPs' deep queues waits its turn long after delivery,
-    /// and a peer that is answering is not a silent one.
+    /// any of its QPs (nanoseconds; 0: never), and the latest delivery time
+    /// of the requests so answered. The peer answers in the order requests
+    /// reached it, so on a slow link the last of many QPs' deep queues
+    /// waits its turn long after delivery: a delivered request's patience
+    /// counts from its delivery or `answered_at`, whichever is later, until
+    /// the peer answers a request delivered after it (peer.rs,
+    /// `check_alive`).
     pub(super) answered_at: u64,
+    pub(super) answered_after: u64,
     pub(super) dead: bool,
 }
 
@@ -216,8 +219,13 @@ pub(super) struct SqEntry {
     pub(super) resp_done: bool,
     /// When the transport reported the request delivered (nanoseconds; 0:
     /// not yet): a Read or atomic whose answer does not come within the
-    /// QP's patience after that fails.
+    /// QP's patience after that (or after the peer's last answer, while it
+    /// answers requests delivered before this one) fails.
     pub(super) delivered_at: u64,
+    /// When the peer was first seen answering a request delivered after
+    /// this one (0: not yet): from then its patience runs whatever else the
+    /// peer answers.
+    pub(super) passed_at: u64,
 }
 
 /// A request that arrived, kept until it completes in order (responder.rs).

@@ -342,6 +342,9 @@ struct RxPath {
     /// When a lone unacknowledged packet must be acknowledged.
     ack_at: Option<u64>,
     echo: u32,
+    /// The newest sender timestamp seen on the path (0: none yet): a
+    /// duplicate newer than it is the sender's resend, not an old copy.
+    newest: u32,
     stats: RxPathStats,
 }
 
@@ -434,6 +437,7 @@ const RX_PATH_EMPTY: RxPath = RxPath {
     dup: false,
     ack_at: None,
     echo: 0,
+    newest: 0,
     stats: RxPathStats::EMPTY,
 };
 

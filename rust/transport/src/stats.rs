@@ -232,7 +232,8 @@ pub struct RxPathStats {
     pub rcvd: u64,
     /// Data packets received again on it.
     pub duplicates: u64,
-    /// Arriving data packets marked CE.
+    /// New data packets that arrived marked CE (a copy's mark is not
+    /// counted: anyone can send a copy, marked).
     pub ce_marked: u64,
 }
 

@@ -102,19 +102,30 @@ impl<const P: usize> Connection<P> {
             || ce
             || arrival == Arrival::Duplicate
             || (had_holes && !rx.seq.has_holes());
+        let ts = hdr.common.timestamp;
+        let newer = rx.newest == 0 || (ts.wrapping_sub(rx.newest) as i32) > 0;
         if arrival == Arrival::Duplicate {
-            // Anyone who saw the packet can send it again, from any port
-            // and with any ECN mark: a copy changes nothing but the next
-            // ACK's DUPLICATE flag. Not the port our ACKs leave from, not
-            // the timestamp they echo (an old one would be an RTT sample of
-            // seconds), not the marks.
+            // Anyone who saw the packet can send it again, later, from any
+            // port and with any ECN mark: an old copy is only counted and
+            // acknowledged at once (flagged DUPLICATE). It does not move
+            // the port our ACKs leave from, nor set the timestamp they echo
+            // or the marks. A copy newer than anything seen on the path is
+            // the sender's own resend (of a path that moved, whose ACKs'
+            // route may be what failed): the ACKs follow its port.
+            if newer {
+                rx.newest = ts;
+                rx.sport = sport;
+            }
             rx.dup = true;
             rx.stats.duplicates += 1;
             self.stats.rx_duplicates += 1;
             return Ok(Received::Duplicate);
         }
+        if newer {
+            rx.newest = ts;
+        }
         rx.sport = sport;
-        rx.echo = hdr.common.timestamp;
+        rx.echo = ts;
         self.last_rx_path = Some(path as u16);
         if ce {
             rx.stats.ce_marked += 1;
@@ -159,7 +170,10 @@ impl<const P: usize> Connection<P> {
             Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
         };
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
-        if ack.common.timestamp != 0 && rtt < 10_000_000 {
+        // Only an ACK that acknowledges something new is a sample: a copy
+        // of an old one (anyone who saw it can send it again) would be a
+        // sample as old as the copy.
+        if out.newly_acked > 0 && ack.common.timestamp != 0 && rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
             self.rtt.sample(rtt.max(1));
             if !self.all_sampled {
@@ -302,19 +316,19 @@ impl<const P: usize> Connection<P> {
             // The share over the round trip without queueing but with the
             // ACK delay (the peer runs the same configuration), and one
             // packet more (the division rounds down): the senders' windows
-            // then add up to about the receiver's bandwidth-delay product
-            // and a standing queue drains instead of being kept, while the
-            // pacer, not the window, sets the rate. Over the bare round trip
-            // a share of a packet or two let each packet wait for the
-            // delayed ACK of the one before: 0.39 of the share in a kernel
-            // incast at 9 Mbit/s a sender.
-            let rtt = self
+            // stay near the receiver's bandwidth-delay product, so a
+            // standing queue drains instead of being kept, while the pacer,
+            // not the window, sets the rate. Over the bare round trip a
+            // share of a packet or two made each packet wait for the
+            // delayed ACK of the one before.
+            let round_us = self
                 .rtt
                 .min_us()
                 .saturating_add(self.cfg.ack_delay_ns / 1000)
                 .max(1);
             let bytes = u32::from(self.cfg.max_payload) + HEADER_OVERHEAD;
-            self.cc.cap(window_for_rate(hint, rtt, bytes) + 1);
+            self.cc
+                .cap(window_for_rate(hint, round_us, bytes).saturating_add(1));
         }
         // Timer: progress restarts it.
         if out.newly_acked > 0 {
