@@ -199,6 +199,17 @@ integrity_point "integrity, truncated copies injected towards A" pass -n 2 -q 2 
 kill -TERM "$ipid" 2>/dev/null
 wait "$ipid" 2>/dev/null
 ipid=
+# The last copies may still wait in A's input queue: read once they stop.
+truncated_now() {
+	snap "$NS_A" "$RDMA_A" "$dir/t" && val "$dir/t" drop_truncated
+}
+last=-1
+for _ in 1 2 3 4 5; do
+	now=$(truncated_now 2>/dev/null) || break
+	[ "$now" = "$last" ] && break
+	last=$now
+	sleep 1
+done
 snap "$NS_A" "$RDMA_A" "$dir/a3"
 [ -s "$dir/inj" ] && ktap_info "injector: $(cat "$dir/inj")"
 sent=$(sed -n 's/.* truncated=\([0-9]*\).*/\1/p' "$dir/inj")

@@ -26,7 +26,7 @@
 #   INCAST_SENDERS    senders (default 8, at most 16)
 #   INCAST_RATE_KBIT  the bottleneck's rate (default 3000: below what eight
 #                     senders move in the KASAN kernel under emulation, about
-#                     3.4 Mbit/s; make bench uses 80000); capacity_mbps is
+#                     3.4 Mbit/s; make bench uses 24000); capacity_mbps is
 #                     whole Mbit/s, 90% of it rounded down (2 by default;
 #                     at 2.5 Mbit/s Debian's kernel's CoDel queue dropped 3
 #                     packets of bursts while the senders kept their shares)
