@@ -158,6 +158,21 @@ impl RecvPath {
         }
     }
 
+    /// What packet `psn` would be, without recording it.
+    pub fn classify(&self, psn: u32) -> Arrival {
+        if before(psn, self.cum) {
+            return Arrival::Duplicate;
+        }
+        let off = psn.wrapping_sub(self.cum);
+        if off >= WINDOW {
+            Arrival::OutOfWindow
+        } else if off > 0 && self.above.get(off - 1) {
+            Arrival::Duplicate
+        } else {
+            Arrival::New
+        }
+    }
+
     /// Records packet `psn`, which carried an ECN CE mark if `ce`.
     pub fn on_data(&mut self, psn: u32, ce: bool) -> Arrival {
         if before(psn, self.cum) {
@@ -280,5 +295,24 @@ mod tests {
         assert_eq!((cum, ce), (1, 1));
         assert!(sack.get(0), "PSN 2 = cum + 1 + 0");
         assert_eq!(r.take_ack().2, 0, "the CE count resets");
+    }
+
+    #[test]
+    fn classify_says_what_on_data_would_do() {
+        let mut r = RecvPath::new(u32::MAX - 3);
+        let psns = [
+            u32::MAX - 1,
+            u32::MAX - 1,
+            u32::MAX - 3,
+            2,
+            WINDOW,
+            1,
+            u32::MAX - 10,
+        ];
+        for psn in psns {
+            let said = r.classify(psn);
+            assert_eq!(said, r.classify(psn), "classify records nothing");
+            assert_eq!(said, r.on_data(psn, false), "PSN {psn}");
+        }
     }
 }

@@ -512,6 +512,50 @@ fn a_replayed_packet_moves_neither_the_ack_port_nor_the_rtt_echo() {
     assert_eq!(port, 50_001, "the ACKs did not follow the resend");
 }
 
+/// A relocated copy whose origin is impossible (a path the connection does
+/// not have, a PSN outside that path's window) is dropped before its own
+/// PSN is recorded: the real packet with that PSN still gets through.
+#[test]
+fn a_relocated_copy_with_a_bad_origin_burns_no_psn() {
+    let (a, b) = config_pair(2, 1024);
+    let mut rx = Conn::new(a);
+    let mut tx = Conn::new(b);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    tx.post(workload(1, 1, &[100])[0]).unwrap();
+    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
+    let mut real = hdr[..t.len].to_vec();
+    real.extend([0u8; 100]);
+    let Ok(Packet::Data(h, payload)) = wire::decode(&real) else {
+        panic!("not data")
+    };
+    for (origin, err) in [
+        (wire::Origin { path: 99, psn: 0 }, RecvError::Path(99)),
+        (
+            wire::Origin {
+                path: 1,
+                psn: 0x4000_0000,
+            },
+            RecvError::Window,
+        ),
+    ] {
+        let mut forged_hdr = h;
+        forged_hdr.common.flags |= wire::flags::RELOCATED;
+        forged_hdr.origin = Some(origin);
+        let mut buf = [0u8; TRANSPORT_HEADER_MAX as usize];
+        let n = wire::encode_data(&forged_hdr, payload.len() as u16, &mut buf).unwrap();
+        let mut forged = buf[..n].to_vec();
+        forged.extend(payload);
+        assert_eq!(rx.on_datagram(SECOND, &forged, 40_000, false), Err(err));
+    }
+    assert!(
+        matches!(
+            rx.on_datagram(SECOND, &real, t.sport, false),
+            Ok(Received::Data(..))
+        ),
+        "the forged copies burned the real packet's PSN"
+    );
+}
+
 /// A copy of the newest ACK, sent again seconds later: it acknowledges
 /// nothing new, so it is no RTT sample (it would be one as old as the copy).
 #[test]

@@ -87,6 +87,17 @@ impl<const P: usize> Connection<P> {
         sport: u16,
         ce: bool,
     ) -> Result<Received<'a>, RecvError> {
+        // A relocated copy names its first path and PSN: check them before
+        // anything is recorded, so that a malformed one burns no PSN.
+        if let Some(o) = hdr.origin {
+            let orig = self
+                .rx
+                .get(usize::from(o.path))
+                .ok_or(RecvError::Path(o.path))?;
+            if orig.seq.classify(o.psn) == Arrival::OutOfWindow {
+                return Err(RecvError::Window);
+            }
+        }
         let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let had_holes = rx.seq.has_holes();
         let arrival = rx.seq.on_data(hdr.common.psn, ce);
