@@ -512,19 +512,26 @@ fn a_replayed_packet_moves_neither_the_ack_port_nor_the_rtt_echo() {
     assert_eq!(port, 50_001, "the ACKs did not follow the resend");
 }
 
+/// A receiver and a sender over `paths` paths, and the sender's first data
+/// packet (100 bytes of payload, sent at 1 s) with its source port.
+fn first_packet(paths: u16) -> (Conn, Conn, Vec<u8>, u16) {
+    let (a, b) = config_pair(paths, 1024);
+    let rx = Conn::new(a);
+    let mut tx = Conn::new(b);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    tx.post(workload(1, 1, &[100])[0]).unwrap();
+    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
+    let mut pkt = hdr[..t.len].to_vec();
+    pkt.extend([0u8; 100]);
+    (rx, tx, pkt, t.sport)
+}
+
 /// A relocated copy whose origin is impossible (a path the connection does
 /// not have, a PSN outside that path's window) is dropped before its own
 /// PSN is recorded: the real packet with that PSN still gets through.
 #[test]
 fn a_relocated_copy_with_a_bad_origin_burns_no_psn() {
-    let (a, b) = config_pair(2, 1024);
-    let mut rx = Conn::new(a);
-    let mut tx = Conn::new(b);
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    tx.post(workload(1, 1, &[100])[0]).unwrap();
-    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
-    let mut real = hdr[..t.len].to_vec();
-    real.extend([0u8; 100]);
+    let (mut rx, _tx, real, sport) = first_packet(2);
     let Ok(Packet::Data(h, payload)) = wire::decode(&real) else {
         panic!("not data")
     };
@@ -549,7 +556,7 @@ fn a_relocated_copy_with_a_bad_origin_burns_no_psn() {
     }
     assert!(
         matches!(
-            rx.on_datagram(SECOND, &real, t.sport, false),
+            rx.on_datagram(SECOND, &real, sport, false),
             Ok(Received::Data(..))
         ),
         "the forged copies burned the real packet's PSN"
@@ -560,15 +567,9 @@ fn a_relocated_copy_with_a_bad_origin_burns_no_psn() {
 /// nothing new, so it is no RTT sample (it would be one as old as the copy).
 #[test]
 fn a_replayed_ack_is_no_rtt_sample() {
-    let (a, b) = config_pair(1, 1024);
-    let mut rx = Conn::new(a);
-    let mut tx = Conn::new(b);
+    let (mut rx, mut tx, pkt, sport) = first_packet(1);
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    tx.post(workload(1, 1, &[100])[0]).unwrap();
-    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
-    let mut pkt = hdr[..t.len].to_vec();
-    pkt.extend([0u8; 100]);
-    assert!(rx.on_datagram(SECOND, &pkt, t.sport, false).is_ok());
+    assert!(rx.on_datagram(SECOND, &pkt, sport, false).is_ok());
     let t = rx.poll_transmit(SECOND + 20_000, &mut hdr).unwrap();
     let ack = hdr[..t.len].to_vec();
     assert!(tx
