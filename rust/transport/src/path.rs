@@ -175,20 +175,19 @@ impl RecvPath {
 
     /// Records packet `psn`, which carried an ECN CE mark if `ce`.
     pub fn on_data(&mut self, psn: u32, ce: bool) -> Arrival {
-        if before(psn, self.cum) {
-            return Arrival::Duplicate;
+        let arrival = self.classify(psn);
+        if arrival != Arrival::New {
+            return arrival;
         }
         let off = psn.wrapping_sub(self.cum);
-        if off >= WINDOW {
-            return Arrival::OutOfWindow;
-        }
         if off == 0 {
             // Fill the hole and absorb what was waiting above it.
             let run = self.above.trailing_ones();
             self.above.shift_down(run + 1);
             self.cum = self.cum.wrapping_add(run + 1);
-        } else if self.above.set(off - 1) {
-            return Arrival::Duplicate;
+        } else {
+            // Not set: `classify` said new.
+            self.above.set(off - 1);
         }
         if ce {
             self.ce = self.ce.saturating_add(1);
