@@ -49,7 +49,7 @@ if command -v ib_read_bw >/dev/null 2>&1; then
 		-p 18951 "${read_args[@]}" >"$dir/rs" 2>&1 &
 	rpid=$!
 	pids+=("$rpid")
-	wait_for 30 bash -c "ip netns exec $NS_A ss -Hltn 'sport = :18951' | grep -q ."
+	wait_for 30 listening "$NS_A" 18951
 	t0=$SECONDS
 	ip netns exec "$NS_B" timeout 120 stdbuf -oL ib_read_bw -d "$RDMA_B" -x "$gid_b" \
 		-p 18951 "${read_args[@]}" "$FABRIC_IP_A" >"$dir/rc" 2>&1

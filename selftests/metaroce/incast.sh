@@ -155,10 +155,6 @@ incast_up() {
 	done
 }
 
-listening() {
-	ip netns exec "$NS_V" ss -Hltn "sport = :$1" | grep -q .
-}
-
 # Starts the servers and then every client at once.
 incast_start() {
 	local i gid port
@@ -170,7 +166,7 @@ incast_start() {
 		PIDS+=($!)
 	done
 	for ((i = 0; i < senders; i++)); do
-		wait_for 120 listening $((18900 + i)) || {
+		wait_for 120 listening "$NS_V" $((18900 + i)) || {
 			echo "server $i did not listen: $(tail -n 3 "$logs/server$i")" >&2
 			return 1
 		}

@@ -264,6 +264,11 @@ netem_both() {
 		tc -n "$NS_B" qdisc replace dev veth1 root netem "$@"
 }
 
+# listening NS PORT: a TCP server listens on PORT in namespace NS (needs ss).
+listening() {
+	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
+}
+
 netem_clear() {
 	tc -n "$NS_A" qdisc del dev veth0 root 2>/dev/null
 	tc -n "$NS_B" qdisc del dev veth1 root 2>/dev/null

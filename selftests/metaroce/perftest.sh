@@ -70,10 +70,6 @@ trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 port=18800
 CALIB=0.219
 
-listening() {
-	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
-}
-
 # server_settled NS PORT PID: listening, or already gone (its log says why).
 server_settled() {
 	listening "$1" "$2" || ! kill -0 "$3" 2>/dev/null
