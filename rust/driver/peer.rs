@@ -414,11 +414,11 @@ impl Peer {
                     let v = qp.on_data(&mut st, &mut ps.conn, &h, bytes);
                     // Answer data placed now (not a late copy of one that
                     // completed, which anyone who saw it could send again):
-                    // when its request was delivered.
+                    // when its request was handed to the connection.
                     let answered = (v == Ok(true) && h.opcode == Opcode::ReadResp)
                         .then(|| st.sq.iter().find(|e| e.resp == Some(h.msn)))
                         .flatten()
-                        .map(|e| e.delivered_at);
+                        .map(|e| e.posted_at);
                     // A Read answer that arrived whole completes its request.
                     qp.reap(&mut st, &mut ps.conn);
                     let left = st.has_postable();
@@ -431,9 +431,9 @@ impl Peer {
                 // No such queue pair (any more) on this host.
                 None => (Err(NakCode::InvalidRequest), None),
             };
-            if let Some(delivered) = answered {
+            if let Some(posted) = answered {
                 ps.answered_at = now;
-                ps.answered_after = ps.answered_after.max(delivered);
+                ps.answered_after = ps.answered_after.max(posted);
             }
             if let Err(code) = verdict {
                 ps.conn.reject(h.common.path, h.stream, h.msn, code);
@@ -481,10 +481,11 @@ impl Peer {
             // packet took the answer's place) fails that request, as a
             // silent peer would, instead of leaving it waiting for ever.
             // The peer answers in the order requests reached it: while it
-            // answers requests delivered no later than this one, the clock
-            // waits (they were ahead of it); from when it answers one
-            // delivered after it, this one was passed over and the clock
-            // runs.
+            // answers requests that may have reached it before this one,
+            // the clock waits; from when it answers one handed to the
+            // connection after this one was delivered (which reached it
+            // later, whatever order the ACKs told), this one was passed
+            // over and the clock runs.
             let unanswered = st.sq.first_mut().is_some_and(|e| {
                 if e.done != Some(None) || e.resp.is_none() || e.resp_done {
                     return false;

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::abstractions::{
     memory::copy_from_user,
+    net::now_ns,
     types::{QpState, SendOp, SendWr, WcStatus},
 };
 use crate::transport::{
@@ -129,6 +130,7 @@ impl QpShared {
                 break;
             }
             e.posted = true;
+            e.posted_at = now_ns();
             if answered {
                 st.rd.posted();
             }
@@ -359,6 +361,7 @@ impl QpShared {
                 msn,
                 msg,
                 posted: false,
+                posted_at: 0,
                 done: None,
                 inline,
                 resp,
@@ -425,6 +428,7 @@ mod tests {
                 atomic: None,
             },
             posted: true,
+            posted_at: 0,
             done: None,
             inline: KVec::new(),
             resp,

@@ -170,12 +170,15 @@ pub(super) struct PeerInner {
     pub(super) by_qpn: RBTree<u32, Arc<QpShared>>,
     pub(super) by_dest: RBTree<u32, Arc<QpShared>>,
     /// When answer data (Read or atomic) from the peer was last placed, for
-    /// any of its QPs (nanoseconds; 0: never), and the latest delivery time
-    /// of the requests so answered. The peer answers in the order requests
-    /// reached it, so on a slow link the last of many QPs' deep queues
-    /// waits its turn long after delivery: a delivered request's patience
-    /// counts from its delivery or `answered_at`, whichever is later, until
-    /// the peer answers a request delivered after it (peer.rs,
+    /// any of its QPs (nanoseconds; 0: never), and the latest time one of
+    /// the requests so answered was handed to the connection. The peer
+    /// answers in the order requests reached it, so on a slow link the last
+    /// of many QPs' deep queues waits its turn long after delivery: a
+    /// delivered request's patience counts from its delivery or
+    /// `answered_at`, whichever is later, until the peer answers a request
+    /// that was handed to the connection after this one was delivered (and
+    /// so surely reached the peer after it; delivery times alone do not
+    /// order requests: an ACK may report an earlier arrival later) (peer.rs,
     /// `check_alive`).
     pub(super) answered_at: u64,
     pub(super) answered_after: u64,
@@ -210,6 +213,9 @@ pub(super) struct SqEntry {
     /// be deeper).
     pub(super) msg: Message,
     pub(super) posted: bool,
+    /// When the connection took it (nanoseconds): it reached the peer after
+    /// every request that was delivered before then.
+    pub(super) posted_at: u64,
     /// Transport verdict: `Some(None)` delivered, `Some(Some(code))` refused.
     pub(super) done: Option<Option<NakCode>>,
     pub(super) inline: KVec<u8>,
