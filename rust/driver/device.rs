@@ -172,7 +172,9 @@ impl DeviceOps for MetaroceDevice {
         Ok(DeviceAttr {
             fw_ver: 0,
             sys_image_guid: dev.node_guid(),
-            vendor_id: 0,
+            // No IEEE OUI is ours: the all-ones value software devices
+            // report (rdma_rxe too); verbs programs read a 0 as no vendor.
+            vendor_id: 0xff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
             max_mr_size: u64::MAX,

@@ -48,16 +48,19 @@ pingpong() {
 	fi
 }
 
-ktap_plan 8
+ktap_plan 9
 
 fabric_point metaroce
 GID_A=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
 GID_B=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 
 ip netns exec "$NS_A" "$env" ibv_devinfo -d "$RDMA_A" >"$logs/devinfo" 2>&1
-grep -E "hca_id|transport|state|active_mtu" "$logs/devinfo" | while read -r l; do ktap_info "$l"; done
+grep -E "hca_id|transport|state|active_mtu|vendor_id" "$logs/devinfo" | while read -r l; do ktap_info "$l"; done
 check "ibv_devinfo shows $RDMA_A through the MetaRoCE provider" \
 	grep -q "hca_id:.*$RDMA_A" "$logs/devinfo"
+# Verbs programs and test suites read it; rdma_rxe reports the same value.
+check "it reports a vendor id (0xffffff: no IEEE OUI, as software devices do)" \
+	grep -Eq "vendor_id:[[:space:]]+0xffffff$" "$logs/devinfo"
 ip netns exec "$NS_B" "$env" ibv_devices >"$logs/devices" 2>&1
 check "ibv_devices lists $RDMA_B" grep -q "$RDMA_B" "$logs/devices"
 
