@@ -140,7 +140,7 @@ help:
 	@echo "make check-user run the userspace crates' tests only"
 	@echo "make lint       static checks: lint-fmt (rustfmt), lint-clippy (the user-space crates),"
 	@echo "                lint-module (the module built with CLIPPY=1); any warning fails"
-	@echo "make demo       boot the VM: ib_write_bw and ibv_rc_pingpong over MetaRoCE and rxe, side by side"
+	@echo "make demo       boot Debian's kernel: MetaRoCE and rxe side by side, lossless, 1% loss, reordering, a failing plane"
 	@echo "make provider   build rdma-core 65.0 + the metaroce provider into the cache; prints"
 	@echo "                the prefix (run programs on it: scripts/rdma-env.sh CMD)"
 	@echo "make stock      build metaroce.ko for Debian's stock kernel (KERNELRELEASE=...)"

@@ -22,15 +22,7 @@ report() {
 . "$TOP/scripts/stock-prepare.sh"
 
 # The plot needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
-py=python3
-if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
-	log "installing python3-matplotlib (for the plot)"
-	SUDO=
-	[ "$(id -u)" = 0 ] || SUDO=sudo
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
-		python3-matplotlib >"$out/matplotlib.log" 2>&1 || log "no matplotlib: no plot"
-fi
-/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+py=$(plot_python)
 
 # The guest's user space: perftest and rdma-core 65.0 with the provider.
 prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") || {

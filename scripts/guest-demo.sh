@@ -2,12 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 # Runs inside the VM for `make demo` (scripts/demo.sh):
 #
-#   guest-demo.sh METAROCE_KO [RXE_KO]
+#   guest-demo.sh METAROCE_KO RXE_KO [OUT]
+#
+# METAROCE_KO / RXE_KO: the modules to insmod; empty: modprobe them (Debian's
+# kernel with metaroce installed by DKMS).
 #
 # Two network namespaces joined by a veth pair, one MetaRoCE device on each
 # end; then the same two unmodified programs over MetaRoCE and over soft-RoCE
 # (rxe) on that same veth pair, one device type after the other: ib_write_bw
 # (64 KiB, one QP) and ibv_rc_pingpong (4 KiB), and a table of the figures.
+# With OUT, then the points MetaRoCE exists for, one run of each transport
+# (tools/bench/fabric-bench.sh, which writes OUT/bench.csv): ib_write_bw
+# lossless, 1% loss, reordering, 4 planes, one plane down, one plane failing
+# halfway through.
 #
 # The verbs programs run through scripts/rdma-env.sh (rdma-core 65.0 with the
 # MetaRoCE provider; rxe's provider is in it too); METAROCE_RDMA_PREFIX names
@@ -16,6 +23,7 @@
 set -u
 ko=$1
 rxe_ko=${2:-}
+res=${3:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
 env=$top/scripts/rdma-env.sh
 WBW_ITERS=100
@@ -143,8 +151,21 @@ row() {
 	printf '%-38s %10s %10s %14s\n' "$1" "${2:--}" "${3:--}" "$r"
 }
 
+# load_rxe: insmod the rxe module named, else modprobe it.
+load_rxe() {
+	if [ -n "$rxe_ko" ]; then
+		run insmod "$rxe_ko"
+	else
+		run modprobe rdma_rxe
+	fi
+}
+
 echo "demo: start"
-run insmod "$ko"
+if [ -n "$ko" ]; then
+	run insmod "$ko"
+else
+	run modprobe metaroce
+fi
 run ip netns add hostA
 run ip netns add hostB
 run ip link add veth0 netns hostA type veth peer name veth1 netns hostB
@@ -173,11 +194,7 @@ else
 	run rdma link delete mr1
 
 	echo "demo: the same over soft-RoCE (rxe) on the same veth pair"
-	if [ -n "$rxe_ko" ]; then
-		run insmod "$rxe_ko"
-	else
-		run modprobe rdma_rxe
-	fi
+	load_rxe
 	if [ -d /sys/module/rdma_rxe ] &&
 		run ip netns exec hostA rdma link add rxe0 type rxe netdev veth0 &&
 		run ip netns exec hostB rdma link add rxe1 type rxe netdev veth1; then
@@ -195,6 +212,18 @@ else
 	row "ibv_rc_pingpong 4 KiB (Mbit/s)" "${PP_MBPS[metaroce]:-}" "${PP_MBPS[rxe]:-}"
 	row "ibv_rc_pingpong 4 KiB (usec/iter)" "${PP_USEC[metaroce]:-}" "${PP_USEC[rxe]:-}"
 	echo "demo: ib_write_bw's figure is bytes / measuring window; perftest's own may read 0.00 under TCG"
+
+	if [ -n "$res" ] && command -v ib_write_bw >/dev/null; then
+		echo "demo: what MetaRoCE is for: ib_write_bw, 64 KiB, 4 s, MetaRoCE then rxe on the same"
+		echo "demo: topology: lossless, 1% loss and reordering on the veth pair; then two hosts"
+		echo "demo: behind 4 planes of 40 Mbit/s (selftests/metaroce/lib_netns.sh), all up, one"
+		echo "demo: down, one failing halfway through the run"
+		load_rxe
+		BENCH_REPEAT=1 BENCH_DURATION=4 BENCH_PLANES=4 \
+			BENCH_FILTER='^write_bw (loss (0|1)%|reordering|delay 1ms|4 planes.*)$' \
+			"$top/tools/bench/fabric-bench.sh" "$res" 2>&1 | grep -v "^# plane[0-9]"
+		[ -d /sys/module/rdma_rxe ] && run rmmod rdma_rxe
+	fi
 fi
 
 for d in mr0 mr1; do

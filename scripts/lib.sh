@@ -30,3 +30,21 @@ run_dir() {
 	mkdir -p "$out/guest"
 	log "results and logs: $out"
 }
+
+# plot_python: prints a Python that has matplotlib (installing Debian's
+# python3-matplotlib for /usr/bin/python3 if needed; log in $out), or
+# python3 (the reports then say there is no plot).
+plot_python() {
+	local sudo=
+	if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+		log "installing python3-matplotlib (for the plot)"
+		[ "$(id -u)" = 0 ] || sudo=sudo
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+			python3-matplotlib >"$out/matplotlib.log" 2>&1 || log "no matplotlib: no plot"
+	fi
+	if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+		echo /usr/bin/python3
+	else
+		echo python3
+	fi
+}

@@ -28,7 +28,10 @@
 # hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where
-# the CPU and not the link would limit; Documentation/performance.md).
+# the CPU and not the link would limit; Documentation/performance.md),
+# BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
+# the failed-plane points: plane 1 down before the run, and plane 1 failing
+# halfway through it).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -96,10 +99,16 @@ listening() {
 	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
 }
 
-# run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row.
+# run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row. With
+# before_run set, that command runs first; with mid_run set, that command
+# runs half of BENCH_DURATION after the client starts (a plane failing
+# during the transfer).
+before_run=
+mid_run=
 run_once() {
-	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid line value="" pf="" c0 d0 t0 cpu
+	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
 	shift 5
+	[ -z "$before_run" ] || $before_run
 	if [ "$type" = rxe ]; then da=$RXE_A db=$RXE_B; else da=$RDMA_A db=$RDMA_B; fi
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
@@ -112,8 +121,16 @@ run_once() {
 	c0=$(cpu_times)
 	d0=$(backlog_drops)
 	t0=$(date +%s%N)
+	if [ -n "$mid_run" ]; then
+		(
+			sleep "$(awk -v d="$dur" 'BEGIN { print d / 2 }')"
+			$mid_run
+		) &
+		mpid=$!
+	fi
 	ip netns exec "$NS_B" timeout 30 "$env" "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
 		"$FABRIC_IP_A" >"$logs/client" 2>&1
+	[ -z "$mpid" ] || wait "$mpid"
 	cpu=$(cpu_share "$c0" "$(cpu_times)")
 	t0=$((($(date +%s%N) - t0) / 1000000))
 	d0=$(($(backlog_drops) - d0))
@@ -228,7 +245,7 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
 	modprobe metaroce || rdma_type_load metaroce
 fi
 
-for planes in 1 2 4 8; do
+for planes in ${BENCH_PLANES:-1 2 4 8}; do
 	echo "# $planes planes of $rate each"
 	devices_up "$planes" || { echo "# no fabric"; exit 1; }
 	for ((i = 0; i < planes; i++)); do PLANE_RATE=$rate plane_qdisc "$i"; done
@@ -244,6 +261,13 @@ for planes in 1 2 4 8; do
 	if [ "$planes" = 4 ]; then
 		plane_down 1
 		point "write_bw 4 planes 1 failed" bw ib_write_bw "${bw[@]}"
+		plane_up 1
+		# The same plane failing halfway through each run: the transfer
+		# must go on over the other three (rxe's one flow stops if it was
+		# hashed to plane 1).
+		before_run="plane_up 1" mid_run="plane_down 1"
+		point "write_bw 4 planes 1 fails mid-run" bw ib_write_bw "${bw[@]}"
+		before_run= mid_run=
 		plane_up 1
 	fi
 	devices_down

@@ -47,9 +47,13 @@ def stats(values):
     return min(ok), statistics.median(ok), max(ok), failed
 
 
-def reference(point):
-    """The point MetaRoCE's figure is a fraction of, and how to label it."""
+def reference(point, have=()):
+    """The point MetaRoCE's figure is a fraction of, and how to label it
+    (`have`: the points measured; without one plane, as in `make demo`, the
+    failed-plane points are a fraction of four)."""
     if "planes" in point:
+        if "write_bw 1 planes" not in have and "write_bw 4 planes" in have:
+            return "write_bw 4 planes", "of 4 planes"
         return "write_bw 1 planes", "of 1 plane"
     if point == "write_bw reordering":
         # netem reorders by sending a quarter of the packets at once and
@@ -81,8 +85,8 @@ def summarize(order, runs, unit):
             row["ratio"] = r / m if m and r else None
         else:
             row["ratio"] = m / r if m is not None and r else None
-        ref, label = reference(p)
-        base = med.get(ref, {}).get("metaroce") if ref else None
+        ref, label = reference(p, med)
+        base = med.get(ref, {}).get("metaroce") if ref and ref != p else None
         row["fraction"] = m / base if base and m is not None else None
         row["fraction_label"] = label
         rows.append(row)
