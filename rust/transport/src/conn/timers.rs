@@ -35,7 +35,9 @@ impl<const P: usize> Connection<P> {
     pub fn next_timeout(&self) -> Option<u64> {
         let tx = self.tx.iter().filter_map(|p| p.deadline);
         let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
-        let pacer = self.paced.then_some(self.next_send);
+        let pacer = self
+            .paced
+            .then_some(self.next_send.saturating_sub(super::tx::PACE_SLACK_NS));
         tx.chain(rx).chain(pacer).min()
     }
 
