@@ -415,11 +415,18 @@ impl Peer {
                     let v = qp.on_data(&mut st, &mut ps.conn, &h, bytes);
                     // Answer data placed now (not a late copy of one that
                     // completed, which anyone who saw it could send again):
-                    // when its request was handed to the connection.
+                    // when its request was handed to the connection. A
+                    // request passed over whose own answer is arriving is
+                    // being answered: its clock starts again.
                     let answered = (v == Ok(true) && h.opcode == Opcode::ReadResp)
-                        .then(|| st.sq.iter().find(|e| e.resp == Some(h.msn)))
+                        .then(|| st.sq.iter_mut().find(|e| e.resp == Some(h.msn)))
                         .flatten()
-                        .map(|e| e.posted_at);
+                        .map(|e| {
+                            if e.passed_at != 0 {
+                                e.passed_at = now;
+                            }
+                            e.posted_at
+                        });
                     // A Read answer that arrived whole completes its request.
                     qp.reap(&mut st, &mut ps.conn);
                     let left = st.has_postable();

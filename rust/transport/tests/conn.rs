@@ -730,6 +730,29 @@ fn new_data_is_paced_at_the_receivers_hint() {
 }
 
 #[test]
+fn the_pacer_is_no_timer_once_nothing_waits_for_it() {
+    // The pacer holds the next packet back; then the stream is cancelled
+    // (its QP destroyed): no new data waits, and the pacer's slot, soon in
+    // the past, must not stay a deadline (it would fire every microsecond).
+    let mut p = paced_at(100_000);
+    let c = &mut p.hosts[0].conn;
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    assert!(c.poll_transmit(PACED_T0, &mut hdr).is_none(), "paced");
+    c.cancel_stream(
+        workload(4, 1, &[64 * 1024])[0].stream,
+        NakCode::RemoteOperation,
+    );
+    // Past the slot, with every timer due handled: nothing is due still.
+    let now = PACED_T0 + 200_000;
+    c.on_timeout(now);
+    let next = c.next_timeout();
+    assert!(
+        next.is_none_or(|t| t > now),
+        "a deadline in the past: {next:?}"
+    );
+}
+
+#[test]
 fn a_gigabit_hint_does_not_cost_a_timer_per_packet() {
     // 10 Gbit/s: a slot every 0.9 us, less than a kernel timer can be
     // relied on for. A sender whose clock has not moved (one burst of

@@ -35,8 +35,11 @@ impl<const P: usize> Connection<P> {
     pub fn next_timeout(&self) -> Option<u64> {
         let tx = self.tx.iter().filter_map(|p| p.deadline);
         let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
-        let pacer = self
-            .paced
+        // Only while new data still waits for it: a message cancelled or
+        // refused, or a window that shrank, since the pacer held it back
+        // leaves `paced` set until the next send, and a slot in the past
+        // would be a timer firing every microsecond.
+        let pacer = (self.paced && self.cursor.is_some() && self.conn_has_room())
             .then_some(self.next_send.saturating_sub(super::tx::PACE_SLACK_NS));
         tx.chain(rx).chain(pacer).min()
     }

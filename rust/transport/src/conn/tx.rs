@@ -12,7 +12,8 @@ use super::super::trace::TraceEvent;
 use super::super::wire::{self, flags, Common, DataHeader, Origin, PacketType};
 use super::{us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOTS};
 
-/// Packets of idle time the pacer may make up in a burst.
+/// Packets of idle time the pacer may make up in a burst (on top of the
+/// slots due within [`PACE_SLACK_NS`]).
 const PACE_CREDIT: u64 = 4;
 
 /// How early the pacer lets a packet go (nanoseconds): a slot due within
@@ -20,7 +21,9 @@ const PACE_CREDIT: u64 = 4;
 /// books the next slot one gap later). At a share of gigabits a gap is a
 /// microsecond or two, less than a timer can be relied on for; without
 /// slack each slot cost a timer and a wake-up, and a 10 Gbit/s hint held a
-/// kernel sender to ~20 Mbit/s. (Linux's fq qdisc allows the same 10 us.)
+/// kernel sender to ~20 Mbit/s. (A burst bounded like the 10 us timer
+/// slack of Linux's fq qdisc: at 10 Gbit/s about 11 slots, at 100 Mbit/s
+/// none.)
 pub(super) const PACE_SLACK_NS: u64 = 10_000;
 
 /// The time a packet of `len` payload bytes takes at `kbps`, in
@@ -212,7 +215,7 @@ impl<const P: usize> Connection<P> {
     /// Whether the connection window has room. Packets on a path whose
     /// timer expired without progress are likely gone, so they do not count
     /// (as lost packets leave TCP's pipe): the other paths keep sending.
-    fn conn_has_room(&self) -> bool {
+    pub(super) fn conn_has_room(&self) -> bool {
         let stuck: u32 = self
             .tx
             .iter()
