@@ -55,7 +55,11 @@ py=$(plot_python)
 # traffic.
 prefix=$("$TOP/scripts/build-rdma-core.sh" 2>"$out/rdma-core-build.log") ||
 	log "rdma-core build failed (no traffic in the demo): $out/rdma-core-build.log"
-log "booting $what; the demo takes about ten minutes (TCG)"
+if [ "$variant" = stock ]; then
+	log "booting $what; the demo takes about 3 minutes (TCG)"
+else
+	log "booting $what; the demo takes about ten minutes (TCG, debug options)"
+fi
 "$TOP/scripts/vm-run.sh" "$kernel" "$out/guest" "METAROCE_RDMA_PREFIX=${prefix:-}" \
 	"$TOP/scripts/guest-demo.sh" "$ko" "$rxe_ko" "$out/guest" \
 	>"$out/vm.log" 2>&1 || true

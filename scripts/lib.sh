@@ -38,7 +38,8 @@ plot_python() {
 	local sudo=
 	if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 		log "installing python3-matplotlib (for the plot)"
-		[ "$(id -u)" = 0 ] || sudo=sudo
+		# Never a password prompt in the middle of a run: no plot instead.
+		[ "$(id -u)" = 0 ] || sudo="sudo -n"
 		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
 			python3-matplotlib >"$out/matplotlib.log" 2>&1 || log "no matplotlib: no plot"
 	fi

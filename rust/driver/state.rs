@@ -226,11 +226,11 @@ pub(super) struct SqEntry {
     /// When the transport reported the request delivered (nanoseconds; 0:
     /// not yet): a Read or atomic whose answer does not come within the
     /// QP's patience after that (or after the peer's last answer, while it
-    /// answers requests delivered before this one) fails.
+    /// answers requests that may have reached it before this one) fails.
     pub(super) delivered_at: u64,
-    /// When the peer was first seen answering a request delivered after
-    /// this one (0: not yet): from then its patience runs whatever else the
-    /// peer answers.
+    /// When the peer was first seen answering a request handed to the
+    /// connection after this one was delivered (0: not yet): from then its
+    /// patience runs whatever else the peer answers.
     pub(super) passed_at: u64,
 }
 

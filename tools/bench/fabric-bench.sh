@@ -100,15 +100,22 @@ listening() {
 }
 
 # run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row. With
-# before_run set, that command runs first; with mid_run set, that command
-# runs half of BENCH_DURATION after the client starts (a plane failing
-# during the transfer).
+# before_run set, the function it names runs first; with mid_run set, the
+# function it names runs half of BENCH_DURATION after the client starts (a
+# plane failing during the transfer).
 before_run=
 mid_run=
+plane_back() {
+	plane_up 1
+	sleep 2
+}
+plane_fail() {
+	plane_down 1
+}
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
 	shift 5
-	[ -z "$before_run" ] || $before_run
+	[ -z "$before_run" ] || "$before_run"
 	if [ "$type" = rxe ]; then da=$RXE_A db=$RXE_B; else da=$RDMA_A db=$RDMA_B; fi
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
@@ -124,7 +131,7 @@ run_once() {
 	if [ -n "$mid_run" ]; then
 		(
 			sleep "$(awk -v d="$dur" 'BEGIN { print d / 2 }')"
-			$mid_run
+			"$mid_run"
 		) &
 		mpid=$!
 	fi
@@ -262,10 +269,12 @@ for planes in ${BENCH_PLANES:-1 2 4 8}; do
 		plane_down 1
 		point "write_bw 4 planes 1 failed" bw ib_write_bw "${bw[@]}"
 		plane_up 1
-		# The same plane failing halfway through each run: the transfer
-		# must go on over the other three (rxe's one flow stops if it was
-		# hashed to plane 1).
-		before_run="plane_up 1" mid_run="plane_down 1"
+		# The same plane failing BENCH_DURATION/2 after each client starts
+		# (perftest's connection set-up included): the transfer must go on
+		# over the other three (rxe's one flow stops if it was hashed to
+		# plane 1). Before each run the plane is up again and the paths
+		# have 2 s to find it.
+		before_run=plane_back mid_run=plane_fail
 		point "write_bw 4 planes 1 fails mid-run" bw ib_write_bw "${bw[@]}"
 		before_run= mid_run=
 		plane_up 1

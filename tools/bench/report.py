@@ -7,7 +7,8 @@
 Prints one row per point: min/median/max of each transport over the repeats,
 the ratio MetaRoCE/rxe (medians), and MetaRoCE's median as a fraction of its
 own reference: the lossless figure of the same operation for the direct
-points, one plane for the plane points. With --out, writes DIR/summary.csv
+points, one plane for the plane points, four planes for the failed-plane
+points. With --out, writes DIR/summary.csv
 (the same numbers) and DIR/bench.png (medians with min-max bars; needs
 matplotlib, else says so).
 """
@@ -47,13 +48,11 @@ def stats(values):
     return min(ok), statistics.median(ok), max(ok), failed
 
 
-def reference(point, have=()):
-    """The point MetaRoCE's figure is a fraction of, and how to label it
-    (`have`: the points measured; without one plane, as in `make demo`, the
-    failed-plane points are a fraction of four)."""
+def reference(point):
+    """The point MetaRoCE's figure is a fraction of, and how to label it."""
+    if "planes 1 fail" in point:
+        return "write_bw 4 planes", "of 4 planes"
     if "planes" in point:
-        if "write_bw 1 planes" not in have and "write_bw 4 planes" in have:
-            return "write_bw 4 planes", "of 4 planes"
         return "write_bw 1 planes", "of 1 plane"
     if point == "write_bw reordering":
         # netem reorders by sending a quarter of the packets at once and
@@ -85,7 +84,7 @@ def summarize(order, runs, unit):
             row["ratio"] = r / m if m and r else None
         else:
             row["ratio"] = m / r if m is not None and r else None
-        ref, label = reference(p, med)
+        ref, label = reference(p)
         base = med.get(ref, {}).get("metaroce") if ref and ref != p else None
         row["fraction"] = m / base if base and m is not None else None
         row["fraction_label"] = label
@@ -94,7 +93,7 @@ def summarize(order, runs, unit):
 
 
 def print_table(rows, out=sys.stdout):
-    head = "%-26s %-6s %-30s %-30s %-9s %s" % (
+    head = "%-34s %-6s %-30s %-30s %-9s %s" % (
         "point", "unit", "MetaRoCE min / median / max", "rxe min / median / max",
         "ratio", "MetaRoCE vs its reference")
     print(head, file=out)
@@ -109,7 +108,7 @@ def print_table(rows, out=sys.stdout):
             cells.append(c)
         ratio = "-" if r["ratio"] is None else "%.2fx" % r["ratio"]
         frac = "" if r["fraction"] is None else "%.2f %s" % (r["fraction"], r["fraction_label"])
-        print("%-26s %-6s %-30s %-30s %-9s %s" % (r["point"], r["unit"], cells[0], cells[1],
+        print("%-34s %-6s %-30s %-30s %-9s %s" % (r["point"], r["unit"], cells[0], cells[1],
                                                   ratio, frac), file=out)
     print("ratio: MetaRoCE/rxe of the medians (latency: rxe/MetaRoCE, so above 1 is "
           "MetaRoCE ahead)", file=out)
