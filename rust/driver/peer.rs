@@ -201,7 +201,6 @@ impl Peer {
         self.share(ps, now);
         self.send_hellos(ps, now);
         self.unanswered.store(ps.session.unanswered(), Relaxed);
-        let mut kicked = false;
         if ps.session.ready() {
             // A second round when completions made room for queued requests.
             for _ in 0..2 {
@@ -211,18 +210,11 @@ impl Peer {
             }
             if !data && ps.conn.wants_to_send() {
                 timer.kick();
-                kicked = true;
             }
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
         }
         if let Some(at) = ps.session.next_deadline(now, ps.conn.next_timeout()) {
-            // A deadline already due here (a pacing slot: only the worker
-            // sends data) is the worker's, just kicked, which sets the
-            // timer again when it has run; re-armed now, the timer would
-            // fire every microsecond until the worker gets a CPU.
-            if !(kicked && at <= now_ns()) {
-                timer.start(at.saturating_sub(now_ns()).max(1_000));
-            }
+            timer.start(at.saturating_sub(now_ns()).max(1_000));
         }
         self.trace(ps);
     }
