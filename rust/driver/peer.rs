@@ -278,6 +278,7 @@ impl Peer {
                 self.wake(&qp);
             }
         }
+        let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
         // Bounds the due-deadline rounds, should one not move its deadline.
@@ -286,9 +287,6 @@ impl Peer {
             // Each round may record a resend or a relocation: handed on at
             // once, so that a burst does not overrun the connection's ring.
             self.trace(ps);
-            // The clock moves while packets are built and sent: their
-            // timestamps (RTT samples) and the pacer's slots read it fresh.
-            let now = now_ns();
             let t = if data {
                 ps.conn.poll_transmit(now, &mut hdr)
             } else {
@@ -347,6 +345,7 @@ impl Peer {
                 Some(at) if at <= now && rounds < 64 => {
                     rounds += 1;
                     ps.conn.on_timeout(now);
+                    now = now_ns();
                 }
                 _ => break,
             }

@@ -484,7 +484,7 @@ pub struct Connection<const P: usize> {
     ce_ewma: u32,
     /// The peer's hint for us (kbit/s, 0: none): new data is paced at it.
     pace_kbps: u32,
-    /// The next new packet's slot (it may go `PACE_SLACK_NS` before it).
+    /// Earliest time the pacer lets the next new packet go.
     next_send: u64,
     /// Whether new data waits for the pacer (then it is a timer).
     paced: bool,

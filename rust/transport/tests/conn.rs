@@ -723,10 +723,9 @@ fn a_tiny_hint_is_obeyed_down_to_the_floor_and_a_faster_one_takes_over_at_once()
 
 #[test]
 fn new_data_is_paced_at_the_receivers_hint() {
-    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us, let go up to the
-    // pacer's 10 us of slack early.
+    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us.
     let mut p = paced_at(100_000);
-    next_packet_between(&mut p, 75_000, 92_000);
+    next_packet_between(&mut p, 85_000, 92_000);
 }
 
 #[test]
@@ -750,36 +749,6 @@ fn the_pacer_is_no_timer_once_nothing_waits_for_it() {
         next.is_none_or(|t| t > now),
         "a deadline in the past: {next:?}"
     );
-}
-
-#[test]
-fn a_gigabit_hint_does_not_cost_a_timer_per_packet() {
-    // 10 Gbit/s: a slot every 0.9 us, less than a kernel timer can be
-    // relied on for. A sender whose clock has not moved (one burst of
-    // sends) still sends the slots due within the slack: 10 us of them,
-    // not a packet per timer.
-    // (Windows of 64 packets and a round trip of 100 us, so that neither
-    // the windows nor the hint's window cap limit it first.)
-    let (mut a, mut b) = config_pair(2, 1024);
-    a.initial_window = 64;
-    b.initial_window = 64;
-    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
-    for m in &workload(4, 1, &[64 * 1024]) {
-        p.hosts[0].conn.post(*m).unwrap();
-    }
-    p.hosts[1].conn.set_rate_hint(10_000_000);
-    exchange(&mut p, 0, 0);
-    assert!(exchange(&mut p, 1, 100_000).contains(&10_000_000));
-    let t0 = 101_000;
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    let mut sent = 0;
-    while p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some() {
-        sent += 1;
-    }
-    assert!((12..=17).contains(&sent), "{sent} packets at one instant");
-    // The rest waits for time to pass, and is due by the pacer's timer.
-    let next = p.hosts[0].conn.next_timeout();
-    assert!(next.is_some_and(|t| t <= t0 + 2_000), "{next:?}");
 }
 
 #[test]

@@ -12,19 +12,8 @@ use super::super::trace::TraceEvent;
 use super::super::wire::{self, flags, Common, DataHeader, Origin, PacketType};
 use super::{us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOTS};
 
-/// Packets of idle time the pacer may make up in a burst (on top of the
-/// slots due within [`PACE_SLACK_NS`]).
+/// Packets of idle time the pacer may make up in a burst.
 const PACE_CREDIT: u64 = 4;
-
-/// How early the pacer lets a packet go (nanoseconds): a slot due within
-/// this is taken now (the long-run rate is unchanged: each packet still
-/// books the next slot one gap later). At a share of gigabits a gap is a
-/// microsecond or two, less than a timer can be relied on for; without
-/// slack each slot cost a timer and a wake-up, and a 10 Gbit/s hint held a
-/// kernel sender to ~20 Mbit/s. (A burst bounded like the 10 us timer
-/// slack of Linux's fq qdisc: at 10 Gbit/s about 11 slots, at 100 Mbit/s
-/// none.)
-pub(super) const PACE_SLACK_NS: u64 = 10_000;
 
 /// The time a packet of `len` payload bytes takes at `kbps`, in
 /// nanoseconds: bits / (kbit/s) = ms, times 1,000,000 (a packet's bits are
@@ -288,7 +277,7 @@ impl<const P: usize> Connection<P> {
         if !self.conn_has_room() {
             return None;
         }
-        if self.pace_kbps > 0 && now.saturating_add(PACE_SLACK_NS) < self.next_send {
+        if self.pace_kbps > 0 && now < self.next_send {
             self.paced = true;
             return None;
         }
