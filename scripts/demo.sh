@@ -7,8 +7,9 @@
 # (64 KiB, one QP) and ibv_rc_pingpong (4 KiB) over MetaRoCE and over
 # soft-RoCE (rxe) on the same veth pair, one after the other; then the points
 # MetaRoCE exists for, both transports on the same topologies: ib_write_bw
-# lossless, through 1% loss, through reordering, over 4 planes, with one of
-# them down, and with one failing halfway through (tools/bench/fabric-bench.sh).
+# lossless, through 1% loss, through reordering (and the same 1 ms delay
+# without it), over 4 planes, with one of them down, and with one failing 2 s
+# after the client starts (tools/bench/fabric-bench.sh).
 # Prints the figures side by side and writes a plot (scripts/guest-demo.sh,
 # tools/bench/report.py) into out/demo-DATE/.
 #

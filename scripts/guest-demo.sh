@@ -13,8 +13,9 @@
 # (64 KiB, one QP) and ibv_rc_pingpong (4 KiB), and a table of the figures.
 # With OUT, then the points MetaRoCE exists for, one run of each transport
 # (tools/bench/fabric-bench.sh, which writes OUT/bench.csv): ib_write_bw
-# lossless, 1% loss, reordering, 4 planes, one plane down, one plane failing
-# halfway through.
+# lossless, 1% loss, reordering (and the same 1 ms delay without it), 4
+# planes, one plane down, one plane failing BENCH_DURATION/2 after the client
+# starts.
 #
 # The verbs programs run through scripts/rdma-env.sh (rdma-core 65.0 with the
 # MetaRoCE provider; rxe's provider is in it too); METAROCE_RDMA_PREFIX names

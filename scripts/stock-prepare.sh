@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # Sourced by scripts/check-stock.sh, scripts/bench.sh and scripts/demo.sh:
-# everything a boot of
-# Debian's stock kernel needs, in the run's directory $out:
+# everything a boot of Debian's stock kernel needs, in the run's directory $out:
 #   - set-up (dkms, the rustc Debian built the kernel with);
 #   - scripts/stock-kernel.sh: Debian's kernel packages and the Rust metadata
 #     regenerated and verified (cached);

@@ -31,7 +31,7 @@
 # the CPU and not the link would limit; Documentation/performance.md),
 # BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
 # the failed-plane points: plane 1 down before the run, and plane 1 failing
-# halfway through it).
+# BENCH_DURATION/2 after the client starts).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,10 +93,6 @@ devices_up() {
 devices_down() {
 	cleanup_links "$RXE_A" "$RXE_B"
 	rdma_fabric_down
-}
-
-listening() {
-	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
 }
 
 # run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row. With

@@ -85,7 +85,7 @@ def summarize(order, runs, unit):
         else:
             row["ratio"] = m / r if m is not None and r else None
         ref, label = reference(p)
-        base = med.get(ref, {}).get("metaroce") if ref and ref != p else None
+        base = med.get(ref, {}).get("metaroce") if ref else None
         row["fraction"] = m / base if base and m is not None else None
         row["fraction_label"] = label
         rows.append(row)

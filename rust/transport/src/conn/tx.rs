@@ -70,7 +70,13 @@ impl<const P: usize> Connection<P> {
             .iter()
             .take(n)
             .any(|p| !p.resend.is_empty() || !p.relocate.is_empty())
-            || (self.cursor.is_some() && self.conn_has_room())
+            || self.new_data_has_room()
+    }
+
+    /// Whether new data waits and the connection's window has room for it
+    /// (the paths' windows and the pacer may still hold it back).
+    pub(super) fn new_data_has_room(&self) -> bool {
+        self.cursor.is_some() && self.conn_has_room()
     }
 
     /// Encodes the data packet of `slot` as PSN `psn` of path `path`.
@@ -204,7 +210,7 @@ impl<const P: usize> Connection<P> {
     /// Whether the connection window has room. Packets on a path whose
     /// timer expired without progress are likely gone, so they do not count
     /// (as lost packets leave TCP's pipe): the other paths keep sending.
-    pub(super) fn conn_has_room(&self) -> bool {
+    fn conn_has_room(&self) -> bool {
         let stuck: u32 = self
             .tx
             .iter()
