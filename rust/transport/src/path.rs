@@ -87,6 +87,24 @@ impl SendPath {
         self.sacked.get(psn.wrapping_sub(self.una))
     }
 
+    /// Records `psn` as acknowledged without an ACK on this path: the
+    /// receiver is known to have it (its relocated copy was acknowledged on
+    /// another path, and the copy's arrival counted it here). Returns whether
+    /// it was news. Without this, a path whose last ACK for such a PSN was
+    /// lost kept it unacknowledged forever: nothing of it was left to resend,
+    /// so nothing asked for another ACK, and once the window filled the path
+    /// sent no more.
+    pub fn acknowledge(&mut self, psn: u32) -> bool {
+        let off = psn.wrapping_sub(self.una);
+        if before(psn, self.una) || off >= self.in_flight() || self.sacked.set(off) {
+            return false;
+        }
+        let run = self.sacked.trailing_ones();
+        self.sacked.shift_down(run);
+        self.una = self.una.wrapping_add(run);
+        true
+    }
+
     /// Processes an ACK: `cum` is the first PSN the receiver lacks, `sack` bit
     /// `i` says PSN `cum + 1 + i` arrived.
     pub fn on_ack(&mut self, cum: u32, sack: &Bits256) -> Result<AckOutcome, AckError> {

@@ -91,3 +91,38 @@ proptest! {
         }
     }
 }
+
+/// A PSN acknowledged by other means (its relocated copy's ACK) counts as
+/// acknowledged once: the cumulative point passes it and what was
+/// selectively acknowledged above it, and a later ACK saying the same is
+/// stale or news only for the others.
+#[test]
+fn a_psn_acknowledged_without_an_ack_opens_the_window() {
+    let mut s = SendPath::new(u32::MAX - 1);
+    let psns: Vec<u32> = (0..256).map(|_| s.send().unwrap()).collect();
+    assert!(!s.can_send(), "the window is full");
+    // Everything but the first arrived (selectively acknowledged).
+    let mut sack = Bits256::EMPTY;
+    for i in 0..255 {
+        sack.set(i);
+    }
+    let out = s.on_ack(psns[0], &sack).unwrap();
+    assert_eq!(out.newly_acked, 255);
+    assert!(!s.can_send(), "the first PSN still holds the window");
+    assert!(!s.acknowledge(psns[0].wrapping_sub(1)), "before the window");
+    assert!(!s.acknowledge(psns[255].wrapping_add(1)), "never sent");
+    assert!(s.acknowledge(psns[0]));
+    assert!(!s.acknowledge(psns[0]), "only once");
+    assert_eq!(s.oldest_unacked(), None, "the cumulative point passed all");
+    assert!(s.can_send());
+    // The first path's own ACK, arriving late, changes nothing.
+    let cum = psns[255].wrapping_add(1);
+    assert_eq!(s.on_ack(cum, &Bits256::EMPTY).unwrap().newly_acked, 0);
+    // A PSN acknowledged this way above a hole leaves the hole.
+    let a = s.send().unwrap();
+    let b = s.send().unwrap();
+    assert!(s.acknowledge(b));
+    assert_eq!(s.oldest_unacked(), Some(a));
+    let out = s.on_ack(a.wrapping_add(2), &Bits256::EMPTY).unwrap();
+    assert_eq!(out.newly_acked, 1, "only the hole is news");
+}

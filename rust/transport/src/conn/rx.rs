@@ -199,13 +199,13 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
-        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         // Newly acknowledged packets: credit their messages.
         let mut finished = [0u16; 8];
         let mut n_finished = 0;
         for i in out.acked.ones() {
             let psn = out.acked_base.wrapping_add(i);
             let idx = psn % WINDOW;
+            let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
             p.resend.clear(idx);
             p.relocate.clear(idx);
             let slot = core::mem::take(&mut p.slots[idx as usize]);
@@ -221,6 +221,14 @@ impl<const P: usize> Connection<P> {
             if before(p.delivered, slot.order.wrapping_add(1)) {
                 p.delivered = slot.order.wrapping_add(1);
             }
+            // A relocated copy's arrival counted its first PSN received on
+            // the path it left: that PSN is acknowledged too, whether or not
+            // the first path's ACK saying so arrives.
+            if let Some(o) = slot.origin {
+                if let Some(q) = self.tx.get_mut(usize::from(o.path)) {
+                    q.seq.acknowledge(o.psn);
+                }
+            }
             let Some(m) = self.msgs.get_mut(usize::from(slot.msg)) else {
                 continue;
             };
@@ -235,6 +243,7 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
+        let p = self.tx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         // Reordering: a packet the reordering rule marked lost was
         // acknowledged, and a duplicate is reported on its path within a
         // probe timer of that (usually in a later ACK: the first copy's ACK
