@@ -339,6 +339,12 @@ impl Peer {
                 }
                 continue;
             }
+            // Outside the worker, a due pacing slot stays due (only data
+            // moves it): the worker, kicked by `pump`, takes the deadlines
+            // from here, instead of 64 rounds that change nothing.
+            if !data && ps.conn.wants_to_send() {
+                break;
+            }
             // Deadlines already due (an ACK owed now, a pacing slot) are
             // handled here: the kernel's timers may be as coarse as a jiffy.
             match ps.conn.next_timeout() {
