@@ -146,8 +146,9 @@ pub struct Message {
     pub stream: u32,
     /// Its sequence number in the stream (consecutive per stream).
     pub msn: u32,
-    /// Send and Send with Immediate: low 8 bits of the receive it consumes
-    /// (Sends of the stream counted from 0); 0 otherwise.
+    /// Send, Send with Immediate and Write with Immediate: low 8 bits of the
+    /// receive it consumes (such messages of the stream counted from 0); 0
+    /// otherwise.
     pub rsn: u8,
     /// Its length in bytes (for Read: the bytes asked for; atomics: 8).
     pub len: u32,

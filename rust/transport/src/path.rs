@@ -140,6 +140,12 @@ impl SendPath {
                 out.acked.set(off + advance);
             }
         }
+        // The receiver's cumulative point may stop at a PSN acknowledged by
+        // other means (`acknowledge`: its ACK crossed this older one): the
+        // oldest unacknowledged PSN is past it.
+        let run = self.sacked.trailing_ones();
+        self.sacked.shift_down(run);
+        self.una = self.una.wrapping_add(run);
         Ok(out)
     }
 }

@@ -51,10 +51,38 @@ impl RecvStream {
         }
     }
 
+    /// Whether `len` bytes of message `msn` (total `msg_len` bytes) would be
+    /// recorded, without recording them: the caller checks the packet, places
+    /// its bytes, and only then counts them with [`Self::on_packet`], so that
+    /// bytes refused are never counted as arrived (a message whose packets
+    /// were refused then cannot complete).
+    pub fn admits(&self, msn: u32, len: u32, msg_len: u32) -> Result<(), StreamError> {
+        if before(msn, self.next) {
+            return Err(StreamError::Completed);
+        }
+        if msn.wrapping_sub(self.next) >= MAX_OUTSTANDING {
+            return Err(StreamError::TooFarAhead);
+        }
+        let slot = &self.slots[(msn % MAX_OUTSTANDING) as usize];
+        let received = if slot.used {
+            if slot.msn != msn || slot.msg_len != msg_len {
+                return Err(StreamError::Inconsistent);
+            }
+            slot.received
+        } else {
+            0
+        };
+        match received.checked_add(len) {
+            Some(r) if r <= msg_len => Ok(()),
+            _ => Err(StreamError::Inconsistent),
+        }
+    }
+
     /// Records `len` bytes of message `msn` (total `msg_len` bytes). The caller
     /// has checked `offset + len <= msg_len` (the decoder does) and places the
     /// bytes only if this returns `Ok`.
     pub fn on_packet(&mut self, msn: u32, len: u32, msg_len: u32) -> Result<(), StreamError> {
+        self.admits(msn, len, msg_len)?;
         if before(msn, self.next) {
             return Err(StreamError::Completed);
         }
@@ -149,5 +177,25 @@ mod tests {
         assert_eq!(s.on_packet(0, 11, 20), Err(StreamError::Inconsistent));
         s.on_packet(0, 10, 20).unwrap();
         assert_eq!(s.pop_completed(), Some(0));
+    }
+
+    #[test]
+    fn admitting_a_packet_records_nothing() {
+        let mut s = RecvStream::new(0);
+        // Two packets of a 20-byte message: both admitted, only the first
+        // counted (the second was refused after the check): not complete.
+        assert_eq!(s.admits(0, 10, 20), Ok(()));
+        s.on_packet(0, 10, 20).unwrap();
+        assert_eq!(s.admits(0, 10, 20), Ok(()));
+        assert_eq!(s.pop_completed(), None);
+        assert_eq!(s.admits(0, 11, 20), Err(StreamError::Inconsistent));
+        assert_eq!(s.admits(0, 10, 30), Err(StreamError::Inconsistent));
+        assert_eq!(
+            s.admits(MAX_OUTSTANDING, 1, 1),
+            Err(StreamError::TooFarAhead)
+        );
+        s.on_packet(0, 10, 20).unwrap();
+        assert_eq!(s.pop_completed(), Some(0));
+        assert_eq!(s.admits(0, 10, 20), Err(StreamError::Completed));
     }
 }

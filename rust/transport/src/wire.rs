@@ -141,6 +141,13 @@ impl Opcode {
         matches!(self, Self::Send | Self::SendImm)
     }
 
+    /// Whether a message of this operation consumes a receive of the
+    /// responder (and names it with its RSN): Sends and Write with
+    /// Immediate.
+    pub const fn consumes_receive(self) -> bool {
+        matches!(self, Self::Send | Self::SendImm | Self::WriteImm)
+    }
+
     /// Compare-and-swap or fetch-and-add.
     pub const fn is_atomic(self) -> bool {
         matches!(self, Self::CmpSwap | Self::FetchAdd)
@@ -208,13 +215,14 @@ pub struct DataHeader {
     pub opcode: Opcode,
     /// The stream (queue pair) on the connection.
     pub stream: u32,
-    /// The message sequence number within the stream. For Send it is also the
-    /// receive it matches: the n-th Send of a stream uses the n-th receive.
+    /// The message sequence number within the stream (every message counts;
+    /// the receive a message consumes is named by `rsn`).
     pub msn: u32,
-    /// Receive sequence number, low 8 bits: for Send and Send with Immediate,
-    /// which receive of the stream the message consumes (the n-th Send uses
-    /// the n-th receive), so the receiver can place it before the messages
-    /// ahead of it arrive; 0 for other operations.
+    /// Receive sequence number, low 8 bits: for Send, Send with Immediate
+    /// and Write with Immediate, which receive of the stream the message
+    /// consumes (the n-th such message uses the n-th receive), so the
+    /// receiver can place a Send before the messages ahead of it arrive and
+    /// refuse one that finds no receive; 0 for other operations.
     pub rsn: u8,
     /// Byte offset of this packet's payload in the message.
     pub offset: u32,
@@ -472,7 +480,7 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
     let op = r.u8()?;
     let opcode = Opcode::from_u8(op).ok_or(DecodeError::Opcode(op))?;
     let rsn = r.u8()?;
-    if rsn != 0 && !opcode.is_send() {
+    if rsn != 0 && !opcode.consumes_receive() {
         return Err(DecodeError::Reserved);
     }
     let payload_len = r.u16()?;
@@ -648,7 +656,7 @@ pub fn encode_data(
         && hdr.imm.is_some() == op.has_imm()
         && hdr.atomic.is_some() == op.is_atomic()
         && hdr.origin.is_some() == (hdr.common.flags & flags::RELOCATED != 0)
-        && (hdr.rsn == 0 || op.is_send())
+        && (hdr.rsn == 0 || op.consumes_receive())
         && bounds_ok(hdr, payload_len);
     if !consistent {
         return Err(EncodeError::Invalid);
@@ -845,7 +853,13 @@ mod tests {
     #[test]
     fn unknown_values_are_rejected() {
         let mut buf = [0u8; 128];
-        let n = encode_data(&write_hdr(), 0, &mut buf).unwrap();
+        // A plain Write: its RSN byte is reserved.
+        let plain = DataHeader {
+            opcode: Opcode::Write,
+            imm: None,
+            ..write_hdr()
+        };
+        let n = encode_data(&plain, 0, &mut buf).unwrap();
         let mut bad = buf;
         bad[0] = 0x21;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(2)));
@@ -864,7 +878,7 @@ mod tests {
     }
 
     #[test]
-    fn only_sends_carry_a_receive_number() {
+    fn only_messages_that_consume_a_receive_carry_its_number() {
         let mut buf = [0u8; 128];
         let send = DataHeader {
             opcode: Opcode::Send,
@@ -876,12 +890,22 @@ mod tests {
         let n = encode_data(&send, 0, &mut buf).unwrap();
         assert_eq!(decode(&buf[..n]), Ok(Packet::Data(send, &[][..])));
         let write = DataHeader {
+            opcode: Opcode::Write,
+            imm: None,
             rsn: 1,
             ..write_hdr()
         };
         assert_eq!(encode_data(&write, 0, &mut buf), Err(EncodeError::Invalid));
+        let write_imm = DataHeader {
+            opcode: Opcode::WriteImm,
+            imm: Some(9),
+            rsn: 2,
+            ..write_hdr()
+        };
+        let n = encode_data(&write_imm, 0, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Data(write_imm, &[][..])));
         // A write whose reserved byte is set is refused by the decoder.
-        let n = encode_data(&write_hdr(), 0, &mut buf).unwrap();
+        let n = encode_data(&DataHeader { rsn: 0, ..write }, 0, &mut buf).unwrap();
         buf[COMMON_LEN + 1] = 1;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
     }

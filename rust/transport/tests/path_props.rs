@@ -125,4 +125,14 @@ fn a_psn_acknowledged_without_an_ack_opens_the_window() {
     assert_eq!(s.oldest_unacked(), Some(a));
     let out = s.on_ack(a.wrapping_add(2), &Bits256::EMPTY).unwrap();
     assert_eq!(out.newly_acked, 1, "only the hole is news");
+    // An older ACK whose cumulative point stops at a PSN acknowledged this
+    // way (their ACKs crossed) leaves the oldest unacknowledged past it.
+    let c = s.send().unwrap();
+    let d = s.send().unwrap();
+    let e = s.send().unwrap();
+    assert!(s.acknowledge(d));
+    let out = s.on_ack(d, &Bits256::EMPTY).unwrap();
+    assert_eq!(out.newly_acked, 1, "c");
+    assert_eq!(s.oldest_unacked(), Some(e), "not d, acknowledged before");
+    let _ = c;
 }

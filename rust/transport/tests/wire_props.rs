@@ -70,7 +70,11 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
                     rkey: r.0,
                     addr: r.1,
                 }),
-                rsn: if opcode.is_send() { r.2 as u8 } else { 0 },
+                rsn: if opcode.consumes_receive() {
+                    r.2 as u8
+                } else {
+                    0
+                },
                 imm: opcode.has_imm().then_some(r.2),
                 atomic: opcode.is_atomic().then_some(Atomic {
                     swap_add: r.3,
