@@ -41,6 +41,14 @@ impl CounterDesc {
     }
 }
 
+/// "Operation not supported" as user space knows it, `EOPNOTSUPP`. The
+/// kernel crate names only `ENOTSUPP`, a kernel-internal code (524) that
+/// uverbs hands to user space as it is, where it reads "Unknown error 524".
+pub(crate) fn eopnotsupp() -> Error {
+    // CAST: a small positive errno constant.
+    Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
+}
+
 /// An InfiniBand MTU (`enum ib_mtu`): the payload size of one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum IbMtu {
@@ -339,6 +347,9 @@ pub(crate) struct SendWr {
     /// Whether the data is inline: `sge` then names bytes to copy now
     /// (user addresses for user QPs), not registered memory.
     pub(crate) inline: bool,
+    /// Whether it waits for every Read and atomic posted before it to be
+    /// answered (IB_SEND_FENCE).
+    pub(crate) fence: bool,
 }
 
 impl SendWr {
@@ -509,6 +520,8 @@ pub(crate) struct QpQuery {
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retry: u8,
     pub(crate) min_rnr_timer: u8,
+    /// Every send completes (created with IB_SIGNAL_ALL_WR).
+    pub(crate) sig_all: bool,
 }
 
 /// What the driver is told when a QP is created. `Pd` and `Cq` are the

@@ -194,7 +194,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let (dev, cqe, flags) =
                 unsafe { (Self::dev((*cq).device), (*attr).cqe, (*attr).flags) };
             if flags != 0 {
-                return Err(ENOTSUPP);
+                return Err(super::types::eopnotsupp());
             }
             let granted = T::cq_size(dev, cqe)?;
             let events = Arc::new(
@@ -277,7 +277,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         let r = (|| -> Result<*mut bindings::ib_mr> {
             no_input(ud)?;
             if !dmah.is_null() {
-                return Err(ENOTSUPP);
+                return Err(super::types::eopnotsupp());
             }
             // SAFETY: The core passes a PD of a device with this table.
             let (ibdev, pd_data) = unsafe {
@@ -380,7 +380,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 )
             };
             if init_ref.create_flags != 0 {
-                return Err(ENOTSUPP);
+                return Err(super::types::eopnotsupp());
             }
             let c = &init_ref.cap;
             let mut req = QpCreate::<T::Pd, T::Cq> {
@@ -497,9 +497,14 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         init: *mut bindings::ib_qp_init_attr,
     ) -> c_int {
         from_result(|| {
-            // SAFETY: Initialised by `create_qp`; `attr`/`init` are valid and
-            // zeroed by the core.
+            // SAFETY: Initialised by `create_qp`; `attr` and `init` are valid
+            // for writes. uverbs allocates them without zeroing and copies
+            // most fields back to user space, those this device has no value
+            // for too (Q_Key, P_Key index, address vectors, ...): they are
+            // zeroed here, or they would carry old kernel heap to the caller.
             let (obj, a, i) = unsafe {
+                core::ptr::write_bytes(attr, 0, 1);
+                core::ptr::write_bytes(init, 0, 1);
                 (
                     Obj::<bindings::ib_qp, T::Qp>::from_raw(qp),
                     &mut *attr,
@@ -537,6 +542,14 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             a.cap = caps;
             i.cap = caps;
             i.qp_type = bindings::ib_qp_type_IB_QPT_RC;
+            // IB_SIGNAL_ALL_WR is 0: a zeroed `init` would say "all".
+            i.sq_sig_type = if q.sig_all {
+                bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+            } else {
+                bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+            };
+            a.port_num = 1;
+            i.port_num = 1;
             Ok(0)
         })
     }
@@ -688,6 +701,7 @@ unsafe fn convert_send(wr: *const bindings::ib_send_wr) -> Result<SendWr> {
         num_sge,
         signaled: flags & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
         inline: flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0,
+        fence: flags & bindings::ib_send_flags_IB_SEND_FENCE as u32 != 0,
     })
 }
 
@@ -722,5 +736,7 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
         w.ex.imm_data = imm;
         w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM as c_int;
     }
-    w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+    // No IB_WC_WITH_NETWORK_HDR_TYPE: it matters for UD and GSI only, and
+    // uverbs copies `wc_flags` as they are, where bit 6 means
+    // IBV_WC_TM_DATA_VALID (tag matching) to libibverbs.
 }

@@ -10,6 +10,7 @@
 
 use super::{
     counters::bump,
+    rd_atomic::Initiator,
     requester::{gather, sq_index},
     responder::gather_response,
     state::{Conn, Ipv4, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
@@ -339,9 +340,11 @@ impl Peer {
                 }
                 continue;
             }
-            // Outside the worker, a due pacing slot stays due (only data
-            // moves it): the worker, kicked by `pump`, takes the deadlines
-            // from here, instead of 64 rounds that change nothing.
+            // Outside the worker, once the connection wants to send, the
+            // worker (kicked by `pump`) takes the due deadlines from here:
+            // a due pacing slot stays due until data moves it, and would be
+            // 64 rounds that change nothing. (The timer pass before this
+            // made any due ACK due, and it went out above.)
             if !data && ps.conn.wants_to_send() {
                 break;
             }
@@ -568,6 +571,12 @@ impl Peer {
                             e.posted = false;
                             e.done = None;
                         }
+                        // Nothing of it was answered (it is not proven)
+                        // and nothing is posted now: its Reads and atomics
+                        // are counted again when they go, or a fence and
+                        // `max_rd_atomic` would wait for answers that were
+                        // counted twice.
+                        st.rd = Initiator::default();
                         self.wake(&s.qp);
                     }
                 }

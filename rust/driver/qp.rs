@@ -17,8 +17,8 @@ use crate::abstractions::{
     net::now_ns,
     ops::ResAttrs,
     types::{
-        Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode, WcStatus,
-        MAX_SGE as SGE_SLOTS,
+        eopnotsupp, Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode,
+        WcStatus, MAX_SGE as SGE_SLOTS,
     },
 };
 use crate::new_spinlock_bh;
@@ -67,7 +67,7 @@ impl Drop for Qp {
 impl Qp {
     pub(crate) fn create(dev: &Arc<Shared>, req: &mut QpCreate<'_, Pd, Cq>) -> Result<(Self, u32)> {
         if !req.rc {
-            return Err(ENOTSUPP);
+            return Err(eopnotsupp());
         }
         let c = &mut req.caps;
         if c.max_send_wr > MAX_QP_WR
@@ -392,6 +392,7 @@ impl Qp {
             retry_cnt: st.retry_cnt,
             rnr_retry: st.rnr_retry,
             min_rnr_timer: st.min_rnr_timer,
+            sig_all: n.sig_all,
         }
     }
 

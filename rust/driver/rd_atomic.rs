@@ -35,6 +35,8 @@ pub(super) struct Initiator {
     answered: u32,
     /// The last attempt to post stopped at the limit.
     at_limit: bool,
+    /// The last attempt to post stopped at a fenced request.
+    at_fence: bool,
 }
 
 impl Initiator {
@@ -69,9 +71,26 @@ impl Initiator {
         self.at_limit = true;
     }
 
+    /// Whether a fenced request may go: every Read and atomic posted
+    /// before it was answered (IB_SEND_FENCE).
+    pub(super) fn fence_open(&self) -> bool {
+        self.in_flight() == 0
+    }
+
+    /// Posting stopped at a fenced request: the QP has nothing to post until
+    /// the last answer before it arrives.
+    pub(super) fn stop_at_fence(&mut self) {
+        self.at_fence = true;
+    }
+
+    /// A request went (fenced or not): no fence holds the QP.
+    pub(super) fn passed_fence(&mut self) {
+        self.at_fence = false;
+    }
+
     /// Whether a QP whose next request waits may try to post it now.
     pub(super) fn may_try(&self, max: u8) -> bool {
-        !self.at_limit || self.may_post(max)
+        (!self.at_limit || self.may_post(max)) && (!self.at_fence || self.fence_open())
     }
 }
 
@@ -133,6 +152,28 @@ mod tests {
         e.answer_arrived();
         e.posted();
         assert!(!e.may_post(1));
+    }
+
+    #[test]
+    fn a_fence_holds_until_every_answer_arrived() {
+        let mut i = Initiator::default();
+        // Nothing in flight.
+        assert!(i.fence_open());
+        i.posted();
+        i.posted();
+        assert!(!i.fence_open());
+        i.stop_at_fence();
+        // Room under the limit, but fenced.
+        assert!(!i.may_try(16));
+        i.answer_arrived();
+        // One answer still missing.
+        assert!(!i.may_try(16));
+        i.answer_arrived();
+        assert!(i.fence_open() && i.may_try(16));
+        i.passed_fence();
+        i.posted();
+        // The fence passed: later Reads do not hold the QP.
+        assert!(i.may_try(16));
     }
 
     #[test]

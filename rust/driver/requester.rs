@@ -126,9 +126,16 @@ impl QpShared {
                 st.rd.stop_at_limit();
                 break;
             }
+            if e.wr.fence && !st.rd.fence_open() {
+                // Its peer may reuse what the Reads before it read once
+                // it arrives (a Send saying "done"): it waits for them.
+                st.rd.stop_at_fence();
+                break;
+            }
             if conn.post_sized(e.msg, path_payload(st.mtu)).is_err() {
                 break;
             }
+            st.rd.passed_fence();
             e.posted = true;
             e.posted_at = now_ns();
             if answered {
@@ -338,12 +345,10 @@ impl QpShared {
             ..
         } = req;
         let msn = st.next_msn;
+        // A Write with Immediate consumes a receive too, and names it, so
+        // that the responder refuses it when there is none (as a Send).
         let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
-        let rsn = if matches!(opcode, Opcode::Send | Opcode::SendImm) {
-            st.next_rsn as u8
-        } else {
-            0
-        };
+        let rsn = if consumes { st.next_rsn as u8 } else { 0 };
         let msg = Message {
             opcode,
             stream: requests(st.dest_qp),
@@ -415,6 +420,7 @@ mod tests {
                 num_sge: 1,
                 signaled: true,
                 inline: false,
+                fence: false,
             },
             msn: 0,
             msg: Message {

@@ -103,7 +103,10 @@ impl QpShared {
         // Read requests and atomics carry no bytes: their one packet is all
         // of them (`msg_len` is the length asked for).
         let carried = if h.opcode.has_payload() { h.msg_len } else { 0 };
-        match st.rstream.on_packet(h.msn, bytes.len() as u32, carried) {
+        // Checked now, counted once placed: bytes refused (a missing
+        // receive, a bad rkey) never count as arrived, so the message they
+        // belong to cannot complete as if they had landed.
+        match st.rstream.admits(h.msn, bytes.len() as u32, carried) {
             Ok(()) => {}
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
@@ -120,6 +123,14 @@ impl QpShared {
         };
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
+                // The receive a Write with Immediate completes must be
+                // posted, as for a Send: without one, it would be written
+                // and its immediate lost, and the receive numbers of the
+                // Sends after it would no longer match.
+                if h.opcode == Opcode::WriteImm {
+                    let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
+                    st.rq.get(d).ok_or(NakCode::ReceiverNotReady)?;
+                }
                 // The whole message must fit, whichever packet comes first:
                 // otherwise the packets inside would land before the one
                 // outside is refused.
@@ -168,6 +179,9 @@ impl QpShared {
             Opcode::ReadResp => return Err(NakCode::InvalidRequest),
         }
         drop(tables);
+        st.rstream
+            .on_packet(h.msn, bytes.len() as u32, carried)
+            .map_err(|_| NakCode::InvalidRequest)?;
         if let Some(m) = st.rx.get_mut(idx) {
             *m = RxMsg {
                 used: true,
@@ -295,10 +309,10 @@ impl QpShared {
             if st.rq.is_empty() {
                 continue;
             }
-            let is_send = m.opcode == Opcode::Send as u8 || m.opcode == Opcode::SendImm as u8;
-            if is_send && m.rsn != st.rq_base as u8 {
-                // Its bytes went to another receive than the one it would
-                // complete: only a peer breaking the protocol does that.
+            if m.rsn != st.rq_base as u8 {
+                // It was checked against (a Send: its bytes went to) another
+                // receive than the one it would complete: only a peer
+                // breaking the protocol does that.
                 st.fatal = Some((0, WcStatus::LocProtErr));
                 break;
             }

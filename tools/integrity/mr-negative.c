@@ -94,6 +94,41 @@
  *                              destination QP number, RTS back to INIT;
  *                              the defined ones, with their attributes,
  *                              succeed
+ *  19 query_qp_nothing_stale   ibv_query_qp with every attribute asked, on
+ *                              QPs created with and without sq_sig_all, in
+ *                              RESET, INIT and RTR: what an RC QP has no
+ *                              value for (Q_Key, P_Key indexes, alternate
+ *                              path, address vectors' unused parts, SQ
+ *                              draining) reads 0, sq_sig_all reads as
+ *                              created, the QP type RC (the kernel hands
+ *                              these fields to user space as the driver
+ *                              left them: not zeroed, they were old heap)
+ *  20 unsupported_qp_type_errno
+ *                              ibv_create_qp of a UD and a UC QP either
+ *                              succeeds (then the QP is destroyed) or fails
+ *                              with an errno user space knows (EOPNOTSUPP,
+ *                              EINVAL, ...), never the kernel-internal
+ *                              ENOTSUPP (524, "Unknown error 524")
+ *  21 fenced_send_after_read   the client Reads 4 MiB of the server's and
+ *                              posts a 64-byte Send with IBV_SEND_FENCE;
+ *                              the server overwrites the Read's source the
+ *                              moment the Send arrives: the Read must hold
+ *                              only the bytes from before (the fence keeps
+ *                              the Send back until the Read's answer is in)
+ *  22 write_imm_without_receive
+ *                              an RDMA Write with Immediate to a QP with no
+ *                              receive posted: an error completion
+ *                              (IBV_WC_REM_OP_ERR, or IBV_WC_RNR_RETRY_EXC_ERR
+ *                              where RNR is retried), the target unchanged
+ *                              (a Write with Immediate consumes a receive;
+ *                              taken without one, its immediate was lost and
+ *                              the next Sends matched the wrong receives)
+ *
+ * Every completion the client waits for (expect_wc) must carry only flags
+ * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
+ * kernel flag copied as it is reads as another one in libibverbs (bit 6 is
+ * IBV_WC_TM_DATA_VALID). Checked on successful completions only (verbs
+ * leaves wc_flags undefined on errors).
  *
  * Exit status: 0 every case passed, 1 a failure, 2 bad usage.
  */
@@ -128,8 +163,9 @@ const char prog_name[] = PROG;
 enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RR, C_SEND_LKEY, C_POST_STATE, C_FLUSH, C_SEND_LONG,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
-       C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS,
-       NCASES = C_TRANSITIONS };
+       C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
+       C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV,
+       NCASES = C_WRITE_IMM_NO_RECV };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -165,6 +201,10 @@ static const char *const case_name[NCASES + 1] = {
 	"reads_beyond_initiator_depth",
 	"rd_atomic_above_device_max",
 	"state_transitions_checked",
+	"query_qp_nothing_stale",
+	"unsupported_qp_type_errno",
+	"fenced_send_after_read",
+	"write_imm_without_receive",
 };
 
 static struct {
@@ -433,6 +473,7 @@ struct cs {
 	struct ibv_mr *mr[NMR];
 	struct wire me, peer;	/* M_INFO */
 	struct verdict v;
+	bool fenced;		/* fenced_send_after_read: the Send came */
 };
 
 static uint8_t *alloc_buf(size_t len)
@@ -525,7 +566,10 @@ static void cs_connect(struct cs *s)
 		       D.is_server && s->n == C_READ_NO_RES ? 0 : 1);
 	if (rc)
 		die("QP to RTR: %s", strerror(rc));
-	rc = qp_to_rts(s->qp, s->psn, 7, 1);
+	/* write_imm_without_receive: no RNR retry, so that a device that
+	 * retries RNR (rxe) reports it instead of retrying for ever */
+	rc = qp_to_rts(s->qp, s->psn,
+		       !D.is_server && s->n == C_WRITE_IMM_NO_RECV ? 0 : 7, 1);
 	if (rc)
 		die("QP to RTS: %s", strerror(rc));
 }
@@ -603,6 +647,10 @@ static int expect_wc(struct cs *s, uint64_t wr_id, const char *what,
 			      wc.wr_id, wc_name(wc.status), what);
 			continue;
 		}
+		if (wc.status == IBV_WC_SUCCESS &&
+		    wc.wc_flags & ~(unsigned)(IBV_WC_WITH_IMM | IBV_WC_WITH_INV))
+			vfail(&s->v, "%s: completion flags 0x%x: bits an RC "
+			      "completion cannot have", what, wc.wc_flags);
 		if ((int)wc.status != want && (int)wc.status != alt)
 			vfail(&s->v, "%s: completion status %s (vendor_err "
 			      "0x%x), want %s%s%s", what, wc_name(wc.status),
@@ -678,6 +726,13 @@ static void server_prepare(struct cs *s)
 	cs_to_init(s);
 	/* f[3] address, f[4] length, f[5] rkey of the client's operation */
 	switch (s->n) {
+	case C_WRITE_IMM_NO_RECV:
+		/* a target it may write, and no receive */
+		server_target(s, full);
+		f[3] = (uintptr_t)s->buf + T_OFF + 256;
+		f[4] = 512;
+		f[5] = s->mr[0]->rkey;
+		break;
 	case C_WRITE_PAST:
 	case C_WRITE_STRADDLE:
 	case C_WRITE_RKEY:
@@ -725,6 +780,8 @@ static void server_prepare(struct cs *s)
 		break;
 	case C_RD_MAX:
 	case C_TRANSITIONS:
+	case C_QUERY:
+	case C_QP_TYPES:
 		break;
 	case C_DEREG_BUSY:
 	case C_DEREG_READ:
@@ -734,6 +791,21 @@ static void server_prepare(struct cs *s)
 		f[4] = BIG_LEN;
 		f[5] = s->mr[0]->rkey;
 		break;
+	case C_FENCE: {
+		/* the Read's source, and a receive for the Send after it */
+		make_buf(s, BIG_LEN + V_ALLOC, 1);
+		s->mr[0] = reg(s->buf, BIG_LEN, full);
+		s->mr[1] = reg(s->buf + BIG_LEN, V_ALLOC,
+			       IBV_ACCESS_LOCAL_WRITE);
+		f[3] = (uintptr_t)s->buf;
+		f[4] = BIG_LEN;
+		f[5] = s->mr[0]->rkey;
+		int rc = post_recv1(s->qp, 0x200, s->buf + BIG_LEN, PAGE,
+				    s->mr[1]->lkey, NULL);
+		if (rc)
+			die("ibv_post_recv: %s", strerror(rc));
+		break;
+	}
 	case C_DEST_HIGH:
 	case C_SEND_AFTER:
 	case C_SEND_AFTER2:
@@ -786,6 +858,9 @@ static void server_check(struct cs *s, const struct wire *done)
 	case C_READ_DEPTH:
 		check_unchanged(s, "read source", 0, 0, 0, 0);
 		break;
+	case C_WRITE_IMM_NO_RECV:
+		check_unchanged(s, "target allocation", 0, 0, 0, 0);
+		break;
 	case C_SEND_LKEY:
 		expect_quiet(s, "the send with a wrong lkey reached the peer");
 		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
@@ -794,6 +869,12 @@ static void server_check(struct cs *s, const struct wire *done)
 		expect_quiet(s, "a Send from a QP that named this QP's number "
 			     "plus bit 31 reached this QP's receive");
 		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
+		break;
+	case C_FENCE:
+		/* server_fence overwrote the source when the Send came */
+		if (!s->fenced)
+			vfail(&s->v, "the fenced Send did not arrive within "
+			      "%d s", cfg.timeout_s);
 		break;
 	case C_DEREG_READ:
 		/* deregistered mid-Read (run_case); the rest is unchanged */
@@ -1364,6 +1445,213 @@ out:
 	return bad ? -1 : 0;
 }
 
+/* query_qp_nothing_stale: one ibv_query_qp of QP, created with sq_sig_all
+ * SIG_ALL, in state WHAT. Returns 0 when nothing stale was seen. */
+static int query_clean(struct cs *s, struct ibv_qp *qp, int sig_all,
+		       const char *what)
+{
+	const int all = IBV_QP_STATE | IBV_QP_CUR_STATE |
+		IBV_QP_EN_SQD_ASYNC_NOTIFY | IBV_QP_ACCESS_FLAGS |
+		IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_AV |
+		IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC |
+		IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
+		IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE |
+		IBV_QP_CAP | IBV_QP_DEST_QPN;
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int bad = 0, rc;
+
+	/* Poison: what the call leaves alone must not read as 0 by luck. */
+	memset(&a, 0xa5, sizeof(a));
+	memset(&ia, 0xa5, sizeof(ia));
+	rc = ibv_query_qp(qp, &a, all, &ia);
+	if (rc) {
+		vfail(&s->v, "%s: ibv_query_qp: %s", what, strerror(rc));
+		return -1;
+	}
+#define STALE(cond, fmt, ...) do { if (cond) { bad = -1; \
+	vfail(&s->v, "%s: " fmt, what, __VA_ARGS__); } } while (0)
+	STALE(a.qkey, "qkey 0x%x", a.qkey);
+	STALE(a.pkey_index || a.alt_pkey_index, "pkey_index %u, alt %u",
+	      a.pkey_index, a.alt_pkey_index);
+	STALE(a.alt_port_num || a.alt_timeout, "alt_port_num %u alt_timeout %u",
+	      a.alt_port_num, a.alt_timeout);
+	/* (libibverbs does not copy en_sqd_async_notify back) */
+	STALE(a.sq_draining, "sq_draining %u", a.sq_draining);
+	/* (is_global may be set: rxe reports every address vector global) */
+	STALE(a.alt_ah_attr.dlid || a.alt_ah_attr.sl ||
+	      a.alt_ah_attr.src_path_bits || a.alt_ah_attr.static_rate ||
+	      a.alt_ah_attr.port_num || a.alt_ah_attr.grh.hop_limit ||
+	      a.alt_ah_attr.grh.traffic_class ||
+	      a.alt_ah_attr.grh.flow_label || a.alt_ah_attr.grh.sgid_index,
+	      "the alternate path's address vector is not zero (dlid 0x%x "
+	      "sl %u port %u hop_limit %u)", a.alt_ah_attr.dlid,
+	      a.alt_ah_attr.sl, a.alt_ah_attr.port_num,
+	      a.alt_ah_attr.grh.hop_limit);
+	STALE(a.ah_attr.sl || a.ah_attr.src_path_bits ||
+	      a.ah_attr.static_rate, "ah_attr sl %u src_path_bits %u "
+	      "static_rate %u", a.ah_attr.sl, a.ah_attr.src_path_bits,
+	      a.ah_attr.static_rate);
+	STALE(ia.sq_sig_all != sig_all, "sq_sig_all %d, created with %d",
+	      ia.sq_sig_all, sig_all);
+	STALE(ia.qp_type != IBV_QPT_RC, "qp_type %d", (int)ia.qp_type);
+#undef STALE
+	vmsg("case %d: %s: query clean: %s", s->n, what, bad ? "no" : "yes");
+	return bad;
+}
+
+static int client_query(struct cs *s)
+{
+	int bad = 0;
+
+	for (int sig_all = 0; sig_all <= 1; sig_all++) {
+		struct ibv_qp_init_attr ia = {
+			.send_cq = s->cq, .recv_cq = s->cq,
+			.qp_type = IBV_QPT_RC, .sq_sig_all = sig_all,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		struct ibv_qp *qp = ibv_create_qp(D.pd, &ia);
+		struct qp_info peer;
+		int rc;
+
+		if (!qp)
+			die("ibv_create_qp: %s", strerror(errno));
+		memset(&peer, 0, sizeof(peer));
+		peer.qpn = UNUSED_QPN;
+		peer.psn = (uint32_t)s->peer.f[1];
+		peer.lid = (uint32_t)s->peer.f[2];
+		memcpy(peer.gid, s->peer.gid, 16);
+		bad |= query_clean(s, qp, sig_all, "RESET");
+		rc = qp_to_init(qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE);
+		if (rc) {
+			vfail(&s->v, "RESET to INIT refused: %s", strerror(rc));
+			bad = -1;
+		} else {
+			bad |= query_clean(s, qp, sig_all, "INIT");
+			rc = qp_to_rtr(qp, cfg.ib_port, (enum ibv_mtu)D.mtu,
+				       &peer, D.dev.gid_idx, 1);
+			if (rc) {
+				vfail(&s->v, "INIT to RTR refused: %s",
+				      strerror(rc));
+				bad = -1;
+			} else {
+				bad |= query_clean(s, qp, sig_all, "RTR");
+			}
+		}
+		if (ibv_destroy_qp(qp))
+			msg("warning: ibv_destroy_qp failed");
+	}
+	return bad ? -1 : 0;
+}
+
+/* unsupported_qp_type_errno: UD and UC QPs are made or refused with an
+ * errno libc can name. */
+static int client_qp_types(struct cs *s)
+{
+	static const struct {
+		enum ibv_qp_type type;
+		const char *name;
+	} types[] = { { IBV_QPT_UD, "UD" }, { IBV_QPT_UC, "UC" } };
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct ibv_qp_init_attr ia = {
+			.send_cq = s->cq, .recv_cq = s->cq,
+			.qp_type = types[i].type,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		struct ibv_qp *qp;
+
+		errno = 0;
+		qp = ibv_create_qp(D.pd, &ia);
+		if (qp) {
+			vmsg("case %d: a %s QP was created", s->n,
+			     types[i].name);
+			if (ibv_destroy_qp(qp))
+				msg("warning: ibv_destroy_qp failed");
+			continue;
+		}
+		vmsg("case %d: a %s QP was refused: %s (errno %d)", s->n,
+		     types[i].name, strerror(errno), errno);
+		/* 524 is the kernel's ENOTSUPP; libc has no name for it. */
+		if (errno == 0 || errno >= 512) {
+			vfail(&s->v, "a %s QP was refused with errno %d, "
+			      "which user space cannot name", types[i].name,
+			      errno);
+			bad = -1;
+		}
+	}
+	return bad;
+}
+
+/* fenced_send_after_read, the client: a Read of the server's BIG_LEN
+ * bytes, then a fenced Send. Returns the Read's status (-1: none). */
+static int client_fence(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	uint8_t *dst = alloc_buf(BIG_LEN);
+	uint8_t *want = alloc_buf(BIG_LEN);
+	struct ibv_mr *mr = reg(dst, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sg = { (uintptr_t)s->buf, 64, s->mr[0]->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x20, .sg_list = &sg, .num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE,
+	}, *bad = NULL;
+	int st = -1, rc;
+
+	memset(dst, 0, BIG_LEN);
+	fill(want, BIG_LEN, key_of(s->n, 1));
+	rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_READ, dst, BIG_LEN, mr->lkey,
+			t[3], (uint32_t)t[5], NULL);
+	if (!rc)
+		rc = ibv_post_send(s->qp, &wr, &bad);
+	if (rc) {
+		vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+	} else {
+		st = expect_wc(s, 0x10, "RDMA Read", IBV_WC_SUCCESS, -1);
+		expect_wc(s, 0x20, "fenced Send", IBV_WC_SUCCESS, -1);
+		if (st == IBV_WC_SUCCESS) {
+			size_t first = BIG_LEN;
+
+			for (size_t i = 0; i < BIG_LEN; i++)
+				if (dst[i] != want[i]) {
+					first = i;
+					break;
+				}
+			if (first < BIG_LEN)
+				vfail(&s->v, "the Read holds bytes written "
+				      "after the fenced Send arrived (first "
+				      "at offset %zu of %u)", first, BIG_LEN);
+		}
+	}
+	ibv_dereg_mr(mr);
+	free(dst);
+	free(want);
+	return st;
+}
+
+/* fenced_send_after_read, the server: the moment the Send arrives, the
+ * Read's source gets other bytes (as a program reusing its buffer would). */
+static void server_fence(struct cs *s)
+{
+	struct ibv_wc wc;
+	int rc = poll_one(s->cq, &wc, deadline());
+
+	if (rc < 0)
+		die("ibv_poll_cq failed");
+	if (rc == 0)
+		return;
+	fill(s->buf, BIG_LEN, key_of(s->n, 2));
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 0x200)
+		vfail(&s->v, "receive completion %s (wr_id 0x%" PRIx64 ")",
+		      wc_name(wc.status), wc.wr_id);
+	s->fenced = true;
+}
+
 /* The client's operation. Its result goes to the server in DONE (f[0]: the
  * requester's completion status, UINT64_MAX: none). */
 static void client_act(struct cs *s)
@@ -1419,6 +1707,27 @@ static void client_act(struct cs *s)
 		break;
 	case C_TRANSITIONS:
 		st = client_transitions(s);
+		break;
+	case C_QUERY:
+		st = client_query(s);
+		break;
+	case C_QP_TYPES:
+		st = client_qp_types(s);
+		break;
+	case C_FENCE:
+		st = client_fence(s);
+		break;
+	case C_WRITE_IMM_NO_RECV:
+		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE_WITH_IMM, s->buf,
+				(uint32_t)t[4], s->mr[0]->lkey, t[3],
+				(uint32_t)t[5], NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "RDMA Write with Immediate and no "
+			       "receive posted", IBV_WC_REM_OP_ERR,
+			       IBV_WC_RNR_RETRY_EXC_ERR);
 		break;
 	case C_SEND_LKEY:
 		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, 256,
@@ -1605,6 +1914,8 @@ static bool run_case(int n)
 	char line[3 * TEXT_LEN + 64];
 	bool pass;
 
+	if (D.is_server && n == C_FENCE)
+		server_fence(&s);
 	if (D.is_server && n == C_DEREG_READ) {
 		/* the client's Read is streaming now: take its source away */
 		usleep(30000);
