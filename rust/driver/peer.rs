@@ -488,8 +488,8 @@ impl Peer {
             if st.sq.is_empty() && st.owed.is_empty() {
                 continue;
             }
-            waiting = true;
             let Some(p) = patience_ns(st.timeout, st.retry_cnt) else {
+                waiting = true;
                 continue;
             };
             // A live peer that never answers a delivered Read or atomic
@@ -523,8 +523,14 @@ impl Peer {
                     bump(&self.dev.counters.retry_exceeded);
                 }
                 s.qp.to_error(&mut st, conn);
+            } else {
+                waiting = true;
             }
         }
+        // Only QPs still waiting keep the silence clock: once those that
+        // waited gave up, a request posted next gets its own patience (in
+        // CI a Send posted 100 ms after a Read failed for a 10 s silence
+        // was failed for the same silence before it could be answered).
         session.set_waiting(now, waiting);
         if gave_up {
             bump(&self.dev.counters.silences);

@@ -26,7 +26,9 @@ mod tests {
                 psn: u32::MAX,
                 timestamp: 77,
             },
-            opcode: Opcode::WriteImm,
+            // A plain Write: its receive-number byte is reserved (a Write
+            // with Immediate names the receive it consumes there).
+            opcode: Opcode::Write,
             stream: 5,
             msn: 9,
             offset: 4096,
@@ -36,7 +38,7 @@ mod tests {
                 addr: 0xffff_8000_0000_1000,
             }),
             rsn: 0,
-            imm: Some(0xcafe),
+            imm: None,
             atomic: None,
             origin: None,
         }
