@@ -17,8 +17,8 @@ use super::{
     memory::{KernelMemory, Umem},
     ops::{no_input, udata, CqEvents, Device, DeviceOps, Target},
     types::{
-        Access, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, RecvWr, SendOp, SendWr, Sge, Wc,
-        WcOpcode, WcStatus, MAX_SGE,
+        eopnotsupp, Access, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, RecvWr, SendOp,
+        SendWr, Sge, Wc, WcOpcode, WcStatus, MAX_SGE,
     },
 };
 use crate::new_spinlock_bh;
@@ -194,7 +194,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let (dev, cqe, flags) =
                 unsafe { (Self::dev((*cq).device), (*attr).cqe, (*attr).flags) };
             if flags != 0 {
-                return Err(super::types::eopnotsupp());
+                return Err(eopnotsupp());
             }
             let granted = T::cq_size(dev, cqe)?;
             let events = Arc::new(
@@ -277,7 +277,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         let r = (|| -> Result<*mut bindings::ib_mr> {
             no_input(ud)?;
             if !dmah.is_null() {
-                return Err(super::types::eopnotsupp());
+                return Err(eopnotsupp());
             }
             // SAFETY: The core passes a PD of a device with this table.
             let (ibdev, pd_data) = unsafe {
@@ -380,7 +380,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 )
             };
             if init_ref.create_flags != 0 {
-                return Err(super::types::eopnotsupp());
+                return Err(eopnotsupp());
             }
             let c = &init_ref.cap;
             let mut req = QpCreate::<T::Pd, T::Cq> {

@@ -347,7 +347,7 @@ impl QpShared {
         let msn = st.next_msn;
         // A Write with Immediate consumes a receive too, and names it, so
         // that the responder refuses it when there is none (as a Send).
-        let consumes = matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm);
+        let consumes = opcode.consumes_receive();
         let rsn = if consumes { st.next_rsn as u8 } else { 0 };
         let msg = Message {
             opcode,

@@ -10,7 +10,7 @@ use super::{
     state::{path_payload, requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
 };
 use crate::abstractions::net::now_ns;
-use crate::abstractions::types::{Access, QpState, WcOpcode, WcStatus};
+use crate::abstractions::types::{Access, QpState, RecvWr, WcOpcode, WcStatus};
 use crate::transport::{
     conn::Message,
     stream::{StreamError, MAX_OUTSTANDING},
@@ -46,6 +46,15 @@ fn log_allowed(last: &KAtomic<u64>) -> bool {
 fn receive_slot(consumed: u32, rsn: u8) -> Option<usize> {
     let d = rsn.wrapping_sub(consumed as u8);
     (u32::from(d) < MAX_OUTSTANDING).then_some(usize::from(d))
+}
+
+/// The posted receive (its index from the oldest, and itself) that a
+/// message with receive number `rsn` consumes, `consumed` receives being
+/// used already: an RSN out of range is an invalid request, a receive not
+/// posted yet is "receiver not ready".
+fn posted_receive(rq: &[RecvWr], consumed: u32, rsn: u8) -> Result<(usize, &RecvWr), NakCode> {
+    let d = receive_slot(consumed, rsn).ok_or(NakCode::InvalidRequest)?;
+    Ok((d, rq.get(d).ok_or(NakCode::ReceiverNotReady)?))
 }
 
 impl QpShared {
@@ -128,8 +137,7 @@ impl QpShared {
                 // and its immediate lost, and the receive numbers of the
                 // Sends after it would no longer match.
                 if h.opcode == Opcode::WriteImm {
-                    let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
-                    st.rq.get(d).ok_or(NakCode::ReceiverNotReady)?;
+                    posted_receive(&st.rq, st.rq_base, h.rsn)?;
                 }
                 // The whole message must fit, whichever packet comes first:
                 // otherwise the packets inside would land before the one
@@ -164,8 +172,7 @@ impl QpShared {
                 st.rd_dest.accepted();
             }
             Opcode::Send | Opcode::SendImm => {
-                let d = receive_slot(st.rq_base, h.rsn).ok_or(NakCode::InvalidRequest)?;
-                let rwr = st.rq.get(d).ok_or(NakCode::ReceiverNotReady)?;
+                let (d, rwr) = posted_receive(&st.rq, st.rq_base, h.rsn)?;
                 let room: u64 = rwr.sges().iter().map(|s| u64::from(s.length)).sum();
                 if u64::from(h.msg_len) > room {
                     // Nothing of it is placed; the receive completes with a

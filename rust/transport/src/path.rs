@@ -99,10 +99,16 @@ impl SendPath {
         if before(psn, self.una) || off >= self.in_flight() || self.sacked.set(off) {
             return false;
         }
+        self.skip_acknowledged();
+        true
+    }
+
+    /// Moves the oldest unacknowledged PSN past the PSNs at its front that
+    /// were acknowledged by other means ([`Self::acknowledge`]).
+    fn skip_acknowledged(&mut self) {
         let run = self.sacked.trailing_ones();
         self.sacked.shift_down(run);
         self.una = self.una.wrapping_add(run);
-        true
     }
 
     /// Processes an ACK: `cum` is the first PSN the receiver lacks, `sack` bit
@@ -143,9 +149,7 @@ impl SendPath {
         // The receiver's cumulative point may stop at a PSN acknowledged by
         // other means (`acknowledge`: its ACK crossed this older one): the
         // oldest unacknowledged PSN is past it.
-        let run = self.sacked.trailing_ones();
-        self.sacked.shift_down(run);
-        self.una = self.una.wrapping_add(run);
+        self.skip_acknowledged();
         Ok(out)
     }
 }
