@@ -248,9 +248,10 @@ impl<T: DeviceOps> Device<T> {
     }
 }
 
-/// The completion event of one CQ (`cq->comp_handler`), which the driver may
-/// fire from any context until the CQ is destroyed; afterwards firing does
-/// nothing.
+/// The events of one CQ: its completion event (`cq->comp_handler`) and its
+/// overrun (`cq->event_handler`, `IB_EVENT_CQ_ERR`), which the driver may
+/// raise from any context until the CQ is destroyed; afterwards raising
+/// does nothing.
 pub(crate) struct CqEvents {
     pub(super) cq: Pin<KBox<SpinLockBh<Target>>>,
 }
@@ -275,6 +276,32 @@ impl CqEvents {
         unsafe {
             if let Some(handler) = (*t.0).comp_handler {
                 handler(t.0, (*t.0).cq_context);
+            }
+        }
+    }
+
+    /// Calls the CQ's asynchronous event handler with `IB_EVENT_CQ_ERR` (a
+    /// completion found the CQ full and was lost), unless the CQ has been
+    /// destroyed. For user CQs the handler queues the event for
+    /// `ibv_get_async_event`; a kernel consumer's may be absent.
+    pub(crate) fn overrun(&self) {
+        let t = self.cq.lock();
+        if t.0.is_null() {
+            return;
+        }
+        // SAFETY: The CQ is live while the pointer is set (as in `fire`);
+        // the core set `device`, `event_handler` and `cq_context` when it
+        // created the CQ, before the driver's create operation ran. The
+        // event lives on this stack for the call; handlers copy what they
+        // keep (uverbs queues the element's user handle).
+        unsafe {
+            if let Some(handler) = (*t.0).event_handler {
+                let mut ev = bindings::ib_event {
+                    device: (*t.0).device,
+                    element: bindings::ib_event__bindgen_ty_1 { cq: t.0 },
+                    event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
+                };
+                handler(&mut ev, (*t.0).cq_context);
             }
         }
     }

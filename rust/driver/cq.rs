@@ -16,7 +16,14 @@ use crate::abstractions::{
     types::{QpId, Wc, WcStatus},
 };
 use crate::new_spinlock_bh;
-use kernel::{alloc::KVec, prelude::*, sync::Arc};
+use kernel::{
+    alloc::KVec,
+    prelude::*,
+    sync::{
+        atomic::{Atomic as KAtomic, Relaxed},
+        Arc,
+    },
+};
 
 /// The most entries of a CQ (reported by `query_device`).
 pub(crate) const MAX_CQE: u32 = 65536;
@@ -31,16 +38,26 @@ pub(super) struct CqShared {
     ring: Pin<KBox<SpinLockBh<CqRing>>>,
 }
 
-/// A CQ's completion event, raised on a worker thread (its timer is unused).
+/// A CQ's events, raised on a worker thread (its timer is unused): what
+/// was kicked for is in the two flags.
 pub(crate) struct CqNotify {
     events: Arc<CqEvents>,
+    /// An armed CQ got a completion.
+    completion: KAtomic<bool>,
+    /// A completion found the CQ full and was dropped.
+    overrun: KAtomic<bool>,
 }
 
 impl TimerHandler for CqNotify {
     fn expired(_: &Timer<Self>) {}
 
     fn kicked(t: &Timer<Self>) {
-        t.events.fire();
+        if t.completion.xchg(false, Relaxed) {
+            t.events.fire();
+        }
+        if t.overrun.xchg(false, Relaxed) {
+            t.events.overrun();
+        }
     }
 }
 
@@ -55,14 +72,22 @@ struct CqRing {
 
 impl CqShared {
     /// Adds a completion; raises the event if armed (on a worker thread:
-    /// see the top of this file).
+    /// see the top of this file). A completion that finds the ring full is
+    /// dropped, and the first such raises the CQ's error event: verbs calls
+    /// the CQ unusable from then on, and its consumer learns it so (rather
+    /// than by a completion that never comes).
     pub(super) fn push(&self, wc: Wc, solicited: bool) {
         let fire = {
             let mut r = self.ring.lock();
             let cap = r.slots.len();
             if r.len == cap {
-                r.overflow = true;
-                false
+                if !r.overflow {
+                    r.overflow = true;
+                    self.notify.overrun.store(true, Relaxed);
+                    true
+                } else {
+                    false
+                }
             } else {
                 let at = (r.head + r.len) % cap;
                 if let Some(s) = r.slots.get_mut(at) {
@@ -72,6 +97,7 @@ impl CqShared {
                 match r.armed {
                     Some(sol_only) if !sol_only || solicited || wc.status != WcStatus::Success => {
                         r.armed = None;
+                        self.notify.completion.store(true, Relaxed);
                         true
                     }
                     _ => false,
@@ -117,7 +143,14 @@ impl Cq {
         for _ in 0..cqe {
             slots.push(None, GFP_KERNEL_ACCOUNT)?;
         }
-        let notify = Timer::new_arc(CqNotify { events }, GFP_KERNEL_ACCOUNT)?;
+        let notify = Timer::new_arc(
+            CqNotify {
+                events,
+                completion: KAtomic::new(false),
+                overrun: KAtomic::new(false),
+            },
+            GFP_KERNEL_ACCOUNT,
+        )?;
         Ok(Self {
             inner: Arc::new(
                 CqShared {

@@ -123,6 +123,13 @@
  *                              (a Write with Immediate consumes a receive;
  *                              taken without one, its immediate was lost and
  *                              the next Sends matched the wrong receives)
+ *  23 cq_overrun_raises_cq_err one more signaled RDMA Write than the
+ *                              client's CQ (created with 2 entries) holds,
+ *                              none polled: ibv_get_async_event reports
+ *                              IBV_EVENT_CQ_ERR for that CQ within the
+ *                              deadline (the completion that found the CQ
+ *                              full is lost; its consumer must hear so),
+ *                              nothing outside the server's MR changes
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -137,8 +144,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -164,8 +173,8 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RR, C_SEND_LKEY, C_POST_STATE, C_FLUSH, C_SEND_LONG,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
-       C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV,
-       NCASES = C_WRITE_IMM_NO_RECV };
+       C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
+       NCASES = C_CQ_OVERRUN };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -210,6 +219,7 @@ static const char *const case_name[NCASES + 1] = {
 	"unsupported_qp_type_errno",
 	"fenced_send_after_read",
 	"write_imm_without_receive",
+	"cq_overrun_raises_cq_err",
 };
 
 static struct {
@@ -532,7 +542,11 @@ static uint32_t wrong_key(const struct cs *s, uint32_t k)
 
 static void cs_create(struct cs *s)
 {
-	s->cq = ibv_create_cq(D.dev.ctx, 32, NULL, NULL, 0);
+	/* cq_overrun_raises_cq_err: the client's CQ holds 2 (or what the
+	 * device rounds that up to) */
+	int cqe = !D.is_server && s->n == C_CQ_OVERRUN ? 2 : 32;
+
+	s->cq = ibv_create_cq(D.dev.ctx, cqe, NULL, NULL, 0);
 	if (!s->cq)
 		die("ibv_create_cq: %s", strerror(errno));
 	struct ibv_qp_init_attr ia = {
@@ -732,7 +746,8 @@ static void server_prepare(struct cs *s)
 	/* f[3] address, f[4] length, f[5] rkey of the client's operation */
 	switch (s->n) {
 	case C_WRITE_IMM_NO_RECV:
-		/* a target it may write, and no receive */
+	case C_CQ_OVERRUN:
+		/* a target it may write (and no receive) */
 		server_target(s, full);
 		f[3] = (uintptr_t)s->buf + T_OFF + 256;
 		f[4] = 512;
@@ -865,6 +880,9 @@ static void server_check(struct cs *s, const struct wire *done)
 		break;
 	case C_WRITE_IMM_NO_RECV:
 		check_unchanged(s, "target allocation", 0, 0, 0, 0);
+		break;
+	case C_CQ_OVERRUN:
+		check_unchanged(s, "around the target", T_OFF, T_END, 0, 0);
 		break;
 	case C_SEND_LKEY:
 		expect_quiet(s, "the send with a wrong lkey reached the peer");
@@ -1592,6 +1610,75 @@ static int client_qp_types(struct cs *s)
 	return bad;
 }
 
+/* cq_overrun_raises_cq_err, the client: one Write more than its CQ holds,
+ * then wait for the CQ's error event. Returns 0 when it came, -1 if not. */
+static int client_cq_overrun(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	struct ibv_context *ctx = D.dev.ctx;
+	struct ibv_async_event ev;
+	int n = s->cq->cqe + 1, rc, st = -1;
+
+	if (n > 8) {
+		vnote(&s->v, "the device made the CQ of 2 hold %d", s->cq->cqe);
+		return -1;
+	}
+	if (fcntl(ctx->async_fd, F_SETFL,
+		  fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0)
+		die("fcntl on the async event fd: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		rc = post_send1(s->qp, 0x10 + (uint64_t)i, IBV_WR_RDMA_WRITE,
+				s->buf, 64, s->mr[0]->lkey, t[3],
+				(uint32_t)t[5], NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			return -1;
+		}
+	}
+	double dl = deadline();
+
+	for (;;) {
+		double left = dl - now_s();
+		struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+
+		if (left <= 0) {
+			vfail(&s->v, "no IBV_EVENT_CQ_ERR within %d s after %d "
+			      "Writes into a CQ of %d", cfg.timeout_s, n,
+			      s->cq->cqe);
+			break;
+		}
+		if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+			die("poll: %s", strerror(errno));
+		if (ibv_get_async_event(ctx, &ev)) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			die("ibv_get_async_event: %s", strerror(errno));
+		}
+		bool ours = ev.event_type == IBV_EVENT_CQ_ERR &&
+			    ev.element.cq == s->cq;
+
+		if (!ours)
+			vfail(&s->v, "async event %s, want IBV_EVENT_CQ_ERR "
+			      "for the case's CQ",
+			      ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+		if (ours) {
+			vmsg("case %d: IBV_EVENT_CQ_ERR", s->n);
+			st = 0;
+			break;
+		}
+	}
+	/* what was kept: informational only (verbs leaves the rest
+	 * undefined once the CQ overran) */
+	struct ibv_wc wc;
+	int kept = 0;
+
+	while (ibv_poll_cq(s->cq, 1, &wc) == 1)
+		kept++;
+	vmsg("case %d: %d completion(s) kept of %d", s->n, kept, n);
+	return st;
+}
+
 /* fenced_send_after_read, the client: a Read of the server's FENCE_LEN
  * bytes, then a fenced Send. Returns the Read's status (-1: none). */
 static int client_fence(struct cs *s)
@@ -1721,6 +1808,9 @@ static void client_act(struct cs *s)
 		break;
 	case C_FENCE:
 		st = client_fence(s);
+		break;
+	case C_CQ_OVERRUN:
+		st = client_cq_overrun(s);
 		break;
 	case C_WRITE_IMM_NO_RECV:
 		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE_WITH_IMM, s->buf,
