@@ -3,9 +3,10 @@
 # Data integrity over MetaRoCE between two namespaces: tools/integrity's
 # mr-integrity (every operation: Write, Write with Immediate, Send, Send with
 # Immediate, Read, compare-and-swap, fetch-and-add; every byte and the guard
-# bytes around it checked) lossless, with completion events, under netem loss
-# of 1% and 10% and under reordering, and once with a flipped bit that must
-# be caught. The programs run on the rdma-core build with the MetaRoCE
+# bytes around it checked) lossless, with completion events, over the
+# extended verbs API (ibv_create_cq_ex, ibv_create_qp_ex, ibv_wr_*), under
+# netem loss of 1% and 10% and under reordering, and once with a flipped bit
+# that must be caught. The programs run on the rdma-core build with the MetaRoCE
 # provider (scripts/rdma-env.sh).
 #
 # INTEGRITY_SCALE=N multiplies the iteration counts (default 1).
@@ -23,14 +24,14 @@ rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 scale=${INTEGRITY_SCALE:-1}
 
-ktap_plan 7
+ktap_plan 8
 
 errf=$(mktemp)
 trap 'rdma_fabric_down; rm -f "$errf"' EXIT
 if ! rdma_fabric_up metaroce 2>"$errf"; then
 	ktap_info "$(cat "$errf")"
 	ktap_fail "MetaRoCE devices on both ends of the veth pair"
-	for n in lossless events "loss 1%" "loss 10%" reordering checker; do
+	for n in lossless events "extended verbs" "loss 1%" "loss 10%" reordering checker; do
 		ktap_skip "integrity: $n" "no fabric"
 	done
 	ktap_finish
@@ -41,6 +42,8 @@ integrity_point "integrity: lossless, all ops, 2 QPs, up to 1 MiB" pass \
 	-n $((8 * scale)) -q 2 -s 1M -t 30
 integrity_point "integrity: lossless, completion events (-e), 3 QPs" pass \
 	-n $((4 * scale)) -q 3 -s 64K -t 30 -e
+integrity_point "integrity: extended verbs (-x: ibv_create_cq_ex, ibv_start_poll, ibv_create_qp_ex, ibv_wr_*), all ops, 2 QPs" pass \
+	-n $((4 * scale)) -q 2 -s 64K -t 30 -x
 
 for loss in 1% 10%; do
 	if netem_both loss $loss; then

@@ -380,13 +380,25 @@ int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
 
 /* ---------- completions ---------- */
 
+static int poll1_cq(void *cq, struct ibv_wc *wc)
+{
+	return ibv_poll_cq(cq, 1, wc);
+}
+
 int poll_until(struct ibv_cq *cq, struct ibv_wc *wc, double deadline,
 	       unsigned spins, long nap_ns)
+{
+	return poll_until_fn(poll1_cq, cq, wc, deadline, spins, nap_ns);
+}
+
+int poll_until_fn(int (*poll1)(void *arg, struct ibv_wc *wc), void *arg,
+		  struct ibv_wc *wc, double deadline, unsigned spins,
+		  long nap_ns)
 {
 	unsigned n_empty = 0;
 
 	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
+		int n = poll1(arg, wc);
 
 		if (n < 0)
 			return n;

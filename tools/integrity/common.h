@@ -123,4 +123,10 @@ int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
 int poll_until(struct ibv_cq *cq, struct ibv_wc *wc, double deadline,
 	       unsigned spins, long nap_ns);
 
+/* As poll_until, with POLL1(ARG, WC) for ibv_poll_cq(cq, 1, wc) (another
+ * verbs API's poll, say). */
+int poll_until_fn(int (*poll1)(void *arg, struct ibv_wc *wc), void *arg,
+		  struct ibv_wc *wc, double deadline, unsigned spins,
+		  long nap_ns);
+
 #endif

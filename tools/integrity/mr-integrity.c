@@ -23,6 +23,12 @@
  * Every byte of data comes from a hash of (seed, qp, iteration, op, offset);
  * every guard byte from a hash of (seed, qp, iteration, op, buffer offset).
  *
+ * With -x the same steps run over the extended verbs API: the CQ made by
+ * ibv_create_cq_ex and polled with ibv_start_poll / ibv_end_poll and the
+ * ibv_wc_read_* calls, the QPs made by ibv_create_qp_ex with send_ops_flags
+ * and every request posted with ibv_wr_start, ibv_wr_<op>, ibv_wr_set_sge_list
+ * or ibv_wr_set_inline_data_list, and ibv_wr_complete.
+ *
  * Exit status: 0 all verified, 1 a failure (data, completion, timeout, peer),
  * 2 bad usage.
  */
@@ -78,6 +84,7 @@ struct config {
 	bool seed_set;
 	int timeout_s;
 	bool use_event;
+	bool ex; /* -x: the extended verbs API */
 	int64_t corrupt_step; /* -X: self-test of the checker, -1 off */
 	const char *server;
 };
@@ -113,6 +120,7 @@ struct ctx {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
+	struct ibv_cq_ex *cqx; /* -x: the same CQ */
 	bool cq_armed;
 	struct qpctx *q;
 	uint32_t nqp;
@@ -451,14 +459,46 @@ static uint64_t verify_u64(const uint8_t *buf, uint32_t off, uint64_t want,
 enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3 };
 #define WRID(qp, kind) (((uint64_t)(qp) << 8) | (kind))
 
+/* -x: one completion through ibv_start_poll and the ibv_wc_read_* calls,
+ * as ibv_poll_cq(cq, 1, wc) would give it. */
+static int poll1_ex(void *arg, struct ibv_wc *wc)
+{
+	struct ibv_cq_ex *cq = arg;
+	struct ibv_poll_cq_attr attr = {};
+	int rc = ibv_start_poll(cq, &attr);
+
+	if (rc == ENOENT)
+		return 0;
+	if (rc)
+		return -rc;
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = cq->wr_id;
+	wc->status = cq->status;
+	wc->opcode = ibv_wc_read_opcode(cq);
+	wc->vendor_err = ibv_wc_read_vendor_err(cq);
+	wc->wc_flags = ibv_wc_read_wc_flags(cq);
+	wc->byte_len = ibv_wc_read_byte_len(cq);
+	wc->qp_num = ibv_wc_read_qp_num(cq);
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		wc->imm_data = ibv_wc_read_imm_data(cq);
+	ibv_end_poll(cq);
+	return 1;
+}
+
+static int poll1(void *arg, struct ibv_wc *wc)
+{
+	(void)arg;
+	return cfg.ex ? poll1_ex(C.cqx, wc) : ibv_poll_cq(C.cq, 1, wc);
+}
+
 /* Wait for one completion with the deadline, in polling or event mode.
  * Returns 1 with *wc filled, 0 on timeout, -1 on error. */
 static int next_wc(struct ibv_wc *wc, double deadline)
 {
 	for (;;) {
 		/* polling: until the deadline; events: once, then wait */
-		int n = poll_until(C.cq, wc, cfg.use_event ? 0 : deadline, 200,
-				   50000);
+		int n = poll_until_fn(poll1, NULL, wc,
+				      cfg.use_event ? 0 : deadline, 200, 50000);
 
 		if (n < 0) {
 			msg("FAIL ibv_poll_cq: %d", n);
@@ -752,13 +792,116 @@ static void setup_device(void)
 	}
 }
 
+/* -x: the QP of IA by ibv_create_qp_ex, for the ibv_wr_* calls of every
+ * operation the run may use; IA's caps are updated as ibv_create_qp would. */
+static struct ibv_qp *create_qp_ex(struct ibv_qp_init_attr *ia, bool atomic)
+{
+	struct ibv_qp_init_attr_ex ax = {
+		.send_cq = ia->send_cq, .recv_cq = ia->recv_cq,
+		.cap = ia->cap, .qp_type = ia->qp_type, .pd = C.pd,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+				  IBV_QP_EX_WITH_SEND |
+				  IBV_QP_EX_WITH_SEND_WITH_IMM |
+				  IBV_QP_EX_WITH_RDMA_READ |
+				  (atomic ? IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+					    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD :
+					    0),
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(C.dev.ctx, &ax);
+
+	if (qp) {
+		ia->cap = ax.cap;
+		if (!ibv_qp_to_qp_ex(qp))
+			die("ibv_create_qp_ex made a QP without ibv_qp_ex");
+	}
+	return qp;
+}
+
+/* Post WR (one request, no list) with ibv_post_send, or with -x through
+ * the ibv_wr_* calls. Returns 0 or an errno. */
+static int post_one(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	if (!cfg.ex)
+		return ibv_post_send(qp, wr, &bad);
+
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	uint32_t rkey = wr->wr.rdma.rkey;
+	uint64_t raddr = wr->wr.rdma.remote_addr;
+
+	ibv_wr_start(x);
+	x->wr_id = wr->wr_id;
+	x->wr_flags = wr->send_flags & ~(unsigned)IBV_SEND_INLINE;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(x, rkey, raddr);
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(x, rkey, raddr, wr->imm_data);
+		break;
+	case IBV_WR_SEND:
+		ibv_wr_send(x);
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(x, wr->imm_data);
+		break;
+	case IBV_WR_RDMA_READ:
+		ibv_wr_rdma_read(x, rkey, raddr);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		ibv_wr_atomic_cmp_swp(x, wr->wr.atomic.rkey,
+				      wr->wr.atomic.remote_addr,
+				      wr->wr.atomic.compare_add,
+				      wr->wr.atomic.swap);
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		ibv_wr_atomic_fetch_add(x, wr->wr.atomic.rkey,
+					wr->wr.atomic.remote_addr,
+					wr->wr.atomic.compare_add);
+		break;
+	default:
+		ibv_wr_abort(x);
+		return EINVAL;
+	}
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		struct ibv_data_buf bufs[MAX_SGE];
+
+		for (int i = 0; i < wr->num_sge && i < MAX_SGE; i++)
+			bufs[i] = (struct ibv_data_buf){
+				(void *)(uintptr_t)wr->sg_list[i].addr,
+				wr->sg_list[i].length };
+		ibv_wr_set_inline_data_list(x, (size_t)wr->num_sge, bufs);
+	} else {
+		ibv_wr_set_sge_list(x, (size_t)wr->num_sge, wr->sg_list);
+	}
+	return ibv_wr_complete(x);
+}
+
 /* CQ, buffers, MRs and QPs for N QPs with messages up to MAX_SIZE. */
 static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 {
 	int cqe = (int)(8 * n + 8);
 
 	C.nqp = n;
-	C.cq = ibv_create_cq(C.dev.ctx, cqe, NULL, C.ch, 0);
+	if (cfg.ex) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = (uint32_t)cqe, .channel = C.ch,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN |
+				    IBV_WC_EX_WITH_IMM |
+				    IBV_WC_EX_WITH_QP_NUM,
+		};
+
+		C.cqx = ibv_create_cq_ex(C.dev.ctx, &ca);
+		if (!C.cqx)
+			die("ibv_create_cq_ex(%d): %s", cqe, strerror(errno));
+		C.cq = ibv_cq_ex_to_cq(C.cqx);
+	} else {
+		C.cq = ibv_create_cq(C.dev.ctx, cqe, NULL, C.ch, 0);
+	}
 	if (!C.cq)
 		die("ibv_create_cq(%d)", cqe);
 	if (cfg.use_event) {
@@ -804,7 +947,8 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 					 .max_inline_data = try_inl[t] },
 			};
 
-			q->qp = ibv_create_qp(C.pd, &ia);
+			q->qp = cfg.ex ? create_qp_ex(&ia, atomic) :
+					 ibv_create_qp(C.pd, &ia);
 			if (q->qp) {
 				if (ia.cap.max_inline_data < inl)
 					inl = ia.cap.max_inline_data;
@@ -1065,7 +1209,7 @@ static int initiate(uint32_t iter, enum op op, struct plan *pl,
 		struct ibv_send_wr wr = {
 			.wr_id = WRID(i, WR_OP), .sg_list = sg,
 			.opcode = wr_op[op], .send_flags = IBV_SEND_SIGNALED,
-		}, *badwr;
+		};
 
 		switch (op) {
 		case OP_READ:
@@ -1107,7 +1251,7 @@ static int initiate(uint32_t iter, enum op op, struct plan *pl,
 				wr.send_flags |= IBV_SEND_INLINE;
 			break;
 		}
-		int rc = ibv_post_send(q->qp, &wr, &badwr);
+		int rc = post_one(q->qp, &wr);
 
 		if (rc) {
 			msg("FAIL qp=%u iter=%u op=%s: ibv_post_send (len %u, "
@@ -1157,13 +1301,13 @@ static int initiate(uint32_t iter, enum op op, struct plan *pl,
 			.wr_id = WRID(i, WR_READBACK), .sg_list = &sg,
 			.num_sge = 1, .opcode = IBV_WR_RDMA_READ,
 			.send_flags = IBV_SEND_SIGNALED,
-		}, *badwr;
+		};
 
 		fill_stream(q->lbuf + p->rboff - GUARD, RB_LEN + 2 * GUARD, k.gl,
 			    p->rboff - GUARD, false);
 		wr.wr.rdma.remote_addr = q->peer.raddr + p->aoff - 16;
 		wr.wr.rdma.rkey = q->peer.rkey;
-		int rc = ibv_post_send(q->qp, &wr, &badwr);
+		int rc = post_one(q->qp, &wr);
 
 		if (rc) {
 			msg("FAIL qp=%u iter=%u op=%s: read-back post: %s", i,
@@ -1294,6 +1438,8 @@ static void usage(FILE *f)
 "  -S SEED    seed of the patterns and sizes (default: from the clock)\n"
 "  -t SEC     fail when a completion or the peer takes longer (default 30)\n"
 "  -e         wait for completions on a completion channel\n"
+"  -x         the extended verbs API: ibv_create_cq_ex and ibv_start_poll,\n"
+"             ibv_create_qp_ex and the ibv_wr_* calls\n"
 "  -v         verbose\n"
 "  -X STEP    test the checker: the target side flips a bit in its window\n"
 "             at step STEP (0, 1, ...: iterations x ops); the run must FAIL\n"
@@ -1355,7 +1501,7 @@ int main(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "d:i:g:p:n:s:o:q:S:t:evhX:")) != -1) {
+	while ((c = getopt(argc, argv, "d:i:g:p:n:s:o:q:S:t:evxhX:")) != -1) {
 		switch (c) {
 		case 'd': cfg.dev_name = optarg; break;
 		case 'i': cfg.ib_port = (int)parse_u32(optarg, "port", false); break;
@@ -1382,6 +1528,7 @@ int main(int argc, char **argv)
 		}
 		case 't': cfg.timeout_s = (int)parse_u32(optarg, "timeout", false); break;
 		case 'e': cfg.use_event = true; break;
+		case 'x': cfg.ex = true; break;
 		case 'X': cfg.corrupt_step = parse_u32(optarg, "step", false); break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;

@@ -19,6 +19,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -57,10 +58,24 @@ static_assert(sizeof(struct metaroce_get_context_resp) ==
  * verbs_qp.comp_mask, for one). */
 struct metaroce_cq {
 	struct verbs_cq vcq;
+	/* ibv_start_poll .. ibv_end_poll: held across, and the completion
+	 * the read_* calls answer from */
+	pthread_mutex_t lock;
+	struct ibv_wc cur;
 };
 
 struct metaroce_qp {
 	struct verbs_qp vqp;
+	/* The ibv_wr_* batch (QPs made with send_ops_flags): the work
+	 * requests built between ibv_wr_start and ibv_wr_complete, posted
+	 * with one POST_SEND. `lock` is held from start to complete/abort. */
+	pthread_mutex_t lock;
+	struct ibv_send_wr *wrs;	/* max_wr of them */
+	struct ibv_sge *sges;		/* max_sge per request */
+	uint8_t *inl;			/* max_inline bytes per request */
+	struct ibv_send_wr *cur;	/* the one the set_* calls fill */
+	uint32_t nwr, max_wr, max_sge, max_inline;
+	int err;			/* the batch's first error */
 };
 
 static inline struct metaroce_context *to_mctx(struct ibv_context *ibctx)
@@ -76,6 +91,16 @@ static inline struct metaroce_cq *to_mcq(struct ibv_cq *ibcq)
 static inline struct metaroce_qp *to_mqp(struct ibv_qp *ibqp)
 {
 	return container_of(ibqp, struct metaroce_qp, vqp.qp);
+}
+
+static inline struct metaroce_cq *ex_to_mcq(struct ibv_cq_ex *ibcq)
+{
+	return container_of(ibcq, struct metaroce_cq, vcq.cq_ex);
+}
+
+static inline struct metaroce_qp *ex_to_mqp(struct ibv_qp_ex *ibqp)
+{
+	return container_of(ibqp, struct metaroce_qp, vqp.qp_ex);
 }
 
 /* Device and port */
@@ -201,7 +226,160 @@ static struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 		errno = ret;
 		return NULL;
 	}
+	pthread_mutex_init(&cq->lock, NULL);
 	return &cq->vcq.cq;
+}
+
+/*
+ * The extended CQ (ibv_create_cq_ex): the ibv_start_poll / ibv_next_poll /
+ * ibv_end_poll iterator over the same POLL_CQ command. Each step fetches one
+ * completion into `cur`; the ibv_wc_read_* calls answer from it. Every
+ * field a struct ibv_wc has can be asked for (IBV_WC_STANDARD_FLAGS); what
+ * the kernel has not got (completion timestamps, flow tags, ...) is
+ * refused with EOPNOTSUPP.
+ */
+
+/* One completion into `cur`: 0, ENOENT when there is none, or an errno. */
+static int metaroce_cq_step(struct metaroce_cq *cq)
+{
+	int n = ibv_cmd_poll_cq(&cq->vcq.cq, 1, &cq->cur);
+
+	if (n < 0)
+		return errno ? errno : EIO;
+	if (n == 0)
+		return ENOENT;
+	cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
+	cq->vcq.cq_ex.status = cq->cur.status;
+	return 0;
+}
+
+static int metaroce_start_poll(struct ibv_cq_ex *ibcq,
+			       struct ibv_poll_cq_attr *attr)
+{
+	struct metaroce_cq *cq = ex_to_mcq(ibcq);
+	int ret;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	ret = metaroce_cq_step(cq);
+	/* On any error the caller does not call ibv_end_poll. */
+	if (ret)
+		pthread_mutex_unlock(&cq->lock);
+	return ret;
+}
+
+static int metaroce_next_poll(struct ibv_cq_ex *ibcq)
+{
+	return metaroce_cq_step(ex_to_mcq(ibcq));
+}
+
+static void metaroce_end_poll(struct ibv_cq_ex *ibcq)
+{
+	pthread_mutex_unlock(&ex_to_mcq(ibcq)->lock);
+}
+
+static enum ibv_wc_opcode metaroce_read_opcode(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.opcode;
+}
+
+static uint32_t metaroce_read_vendor_err(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.vendor_err;
+}
+
+static unsigned int metaroce_read_wc_flags(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.wc_flags;
+}
+
+static uint32_t metaroce_read_byte_len(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.byte_len;
+}
+
+static __be32 metaroce_read_imm_data(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.imm_data;
+}
+
+static uint32_t metaroce_read_qp_num(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.qp_num;
+}
+
+static uint32_t metaroce_read_src_qp(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.src_qp;
+}
+
+static uint32_t metaroce_read_slid(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.slid;
+}
+
+static uint8_t metaroce_read_sl(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.sl;
+}
+
+static uint8_t metaroce_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
+{
+	return ex_to_mcq(ibcq)->cur.dlid_path_bits;
+}
+
+static struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
+					       struct ibv_cq_init_attr_ex *attr)
+{
+	struct ibv_create_cq_ex cmd = {};
+	struct ib_uverbs_ex_create_cq_resp resp = {};
+	struct metaroce_cq *cq;
+	struct ibv_cq_ex *ex;
+	int ret;
+
+	/* A parent domain, or a field no struct ibv_wc carries. */
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS ||
+	    attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+
+	/* The kernel refuses creation flags it does not have. */
+	ret = ibv_cmd_create_cq_ex(context, attr, NULL, &cq->vcq, &cmd,
+				   sizeof(cmd), &resp, sizeof(resp), 0);
+	if (ret) {
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	ex = &cq->vcq.cq_ex;
+	ex->start_poll = metaroce_start_poll;
+	ex->next_poll = metaroce_next_poll;
+	ex->end_poll = metaroce_end_poll;
+	ex->read_opcode = metaroce_read_opcode;
+	ex->read_vendor_err = metaroce_read_vendor_err;
+	ex->read_wc_flags = metaroce_read_wc_flags;
+	/* Only what was asked for, as libibverbs' readers expect. */
+	if (attr->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		ex->read_byte_len = metaroce_read_byte_len;
+	if (attr->wc_flags & IBV_WC_EX_WITH_IMM)
+		ex->read_imm_data = metaroce_read_imm_data;
+	if (attr->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		ex->read_qp_num = metaroce_read_qp_num;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		ex->read_src_qp = metaroce_read_src_qp;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SLID)
+		ex->read_slid = metaroce_read_slid;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SL)
+		ex->read_sl = metaroce_read_sl;
+	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		ex->read_dlid_path_bits = metaroce_read_dlid_path_bits;
+	return ex;
 }
 
 static int metaroce_resize_cq(struct ibv_cq *cq, int cqe)
@@ -220,6 +398,7 @@ static int metaroce_destroy_cq(struct ibv_cq *ibcq)
 	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
+	pthread_mutex_destroy(&to_mcq(ibcq)->lock);
 	free(to_mcq(ibcq));
 	return 0;
 }
@@ -244,6 +423,318 @@ static struct ibv_qp *metaroce_create_qp(struct ibv_pd *pd,
 		free(qp);
 		errno = ret;
 		return NULL;
+	}
+	pthread_mutex_init(&qp->lock, NULL);
+	return &qp->vqp.qp;
+}
+
+/*
+ * The ibv_wr_* send API (a QP made by ibv_create_qp_ex with send_ops_flags).
+ * Each ibv_wr_<op> call starts a work request in the batch from the QP's
+ * wr_id and wr_flags; the set_* calls fill its buffers; ibv_wr_complete
+ * posts the batch with one POST_SEND, as ibv_post_send would have. The
+ * kernel checks every request as for ibv_post_send; a batch longer than the
+ * send queue, too many SGEs or too much inline data fail here, at
+ * ibv_wr_complete, with nothing posted.
+ */
+
+static void metaroce_wr_fail(struct metaroce_qp *qp, int err)
+{
+	if (!qp->err)
+		qp->err = err;
+}
+
+/* A new request of the batch with opcode OP, or NULL (batch full). */
+static struct ibv_send_wr *metaroce_wr_new(struct ibv_qp_ex *ibqp,
+					   enum ibv_wr_opcode op)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+	struct ibv_send_wr *wr;
+
+	qp->cur = NULL;
+	if (qp->nwr >= qp->max_wr) {
+		metaroce_wr_fail(qp, ENOMEM);
+		return NULL;
+	}
+	wr = &qp->wrs[qp->nwr];
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = ibqp->wr_id;
+	wr->send_flags = ibqp->wr_flags;
+	wr->opcode = op;
+	wr->sg_list = &qp->sges[(size_t)qp->nwr * qp->max_sge];
+	if (qp->nwr)
+		qp->wrs[qp->nwr - 1].next = wr;
+	qp->nwr++;
+	qp->cur = wr;
+	return wr;
+}
+
+static void metaroce_wr_send(struct ibv_qp_ex *ibqp)
+{
+	metaroce_wr_new(ibqp, IBV_WR_SEND);
+}
+
+static void metaroce_wr_send_imm(struct ibv_qp_ex *ibqp, __be32 imm_data)
+{
+	struct ibv_send_wr *wr = metaroce_wr_new(ibqp, IBV_WR_SEND_WITH_IMM);
+
+	if (wr)
+		wr->imm_data = imm_data;
+}
+
+static void metaroce_wr_remote(struct ibv_qp_ex *ibqp, enum ibv_wr_opcode op,
+			       uint32_t rkey, uint64_t remote_addr,
+			       __be32 imm_data)
+{
+	struct ibv_send_wr *wr = metaroce_wr_new(ibqp, op);
+
+	if (!wr)
+		return;
+	wr->wr.rdma.rkey = rkey;
+	wr->wr.rdma.remote_addr = remote_addr;
+	wr->imm_data = imm_data;
+}
+
+static void metaroce_wr_rdma_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				   uint64_t remote_addr)
+{
+	metaroce_wr_remote(ibqp, IBV_WR_RDMA_WRITE, rkey, remote_addr, 0);
+}
+
+static void metaroce_wr_rdma_write_imm(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				       uint64_t remote_addr, __be32 imm_data)
+{
+	metaroce_wr_remote(ibqp, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr,
+			   imm_data);
+}
+
+static void metaroce_wr_rdma_read(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				  uint64_t remote_addr)
+{
+	metaroce_wr_remote(ibqp, IBV_WR_RDMA_READ, rkey, remote_addr, 0);
+}
+
+static void metaroce_wr_atomic(struct ibv_qp_ex *ibqp, enum ibv_wr_opcode op,
+			       uint32_t rkey, uint64_t remote_addr,
+			       uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_send_wr *wr = metaroce_wr_new(ibqp, op);
+
+	if (!wr)
+		return;
+	wr->wr.atomic.rkey = rkey;
+	wr->wr.atomic.remote_addr = remote_addr;
+	wr->wr.atomic.compare_add = compare_add;
+	wr->wr.atomic.swap = swap;
+}
+
+static void metaroce_wr_atomic_cmp_swp(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				       uint64_t remote_addr, uint64_t compare,
+				       uint64_t swap)
+{
+	metaroce_wr_atomic(ibqp, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr,
+			   compare, swap);
+}
+
+static void metaroce_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp,
+					 uint32_t rkey, uint64_t remote_addr,
+					 uint64_t add)
+{
+	metaroce_wr_atomic(ibqp, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey,
+			   remote_addr, add, 0);
+}
+
+static void metaroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
+				     const struct ibv_sge *sg_list)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+
+	if (!qp->cur)
+		return;
+	if (num_sge > qp->max_sge) {
+		metaroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	if (num_sge)
+		memcpy(qp->cur->sg_list, sg_list, num_sge * sizeof(*sg_list));
+	qp->cur->num_sge = (int)num_sge;
+}
+
+static void metaroce_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
+				uint64_t addr, uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	metaroce_wr_set_sge_list(ibqp, 1, &sge);
+}
+
+/* Inline data is copied now (the caller may reuse its buffers at once)
+ * into the request's slot, which the kernel copies at POST_SEND. */
+static void metaroce_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
+					     size_t num_buf,
+					     const struct ibv_data_buf *buf_list)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+	size_t total = 0;
+	uint8_t *dst;
+
+	if (!qp->cur)
+		return;
+	for (size_t i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->max_inline - total) {
+			metaroce_wr_fail(qp, EINVAL);
+			return;
+		}
+		total += buf_list[i].length;
+	}
+	if (!qp->inl && qp->max_inline) {
+		qp->inl = calloc(qp->max_wr, qp->max_inline);
+		if (!qp->inl) {
+			metaroce_wr_fail(qp, ENOMEM);
+			return;
+		}
+	}
+	dst = qp->inl + (size_t)(qp->cur - qp->wrs) * qp->max_inline;
+	total = 0;
+	for (size_t i = 0; i < num_buf; i++) {
+		memcpy(dst + total, buf_list[i].addr, buf_list[i].length);
+		total += buf_list[i].length;
+	}
+	qp->cur->sg_list[0] = (struct ibv_sge){
+		.addr = (uintptr_t)dst, .length = (uint32_t)total };
+	qp->cur->num_sge = total ? 1 : 0;
+	qp->cur->send_flags |= IBV_SEND_INLINE;
+}
+
+static void metaroce_wr_set_inline_data(struct ibv_qp_ex *ibqp, void *addr,
+					size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	metaroce_wr_set_inline_data_list(ibqp, 1, &buf);
+}
+
+static void metaroce_wr_start(struct ibv_qp_ex *ibqp)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+
+	pthread_mutex_lock(&qp->lock);
+	qp->nwr = 0;
+	qp->cur = NULL;
+	qp->err = 0;
+}
+
+static int metaroce_wr_complete(struct ibv_qp_ex *ibqp)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+	struct ibv_send_wr *bad = NULL;
+	int ret = qp->err;
+
+	if (!ret && qp->nwr)
+		ret = ibv_cmd_post_send(&qp->vqp.qp, qp->wrs, &bad);
+	qp->nwr = 0;
+	qp->cur = NULL;
+	pthread_mutex_unlock(&qp->lock);
+	return ret;
+}
+
+static void metaroce_wr_abort(struct ibv_qp_ex *ibqp)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+
+	qp->nwr = 0;
+	qp->cur = NULL;
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* The operations ibv_wr_* offers here: every RC operation the kernel has. */
+#define METAROCE_SEND_OPS                                                      \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |      \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |                  \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |        \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static int metaroce_setup_qp_ex(struct metaroce_qp *qp,
+				const struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp_ex *ex = &qp->vqp.qp_ex;
+
+	/* What the kernel granted (it writes the caps back). */
+	qp->max_wr = attr->cap.max_send_wr;
+	qp->max_sge = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+	qp->max_inline = attr->cap.max_inline_data;
+	qp->wrs = calloc(qp->max_wr ? qp->max_wr : 1, sizeof(*qp->wrs));
+	qp->sges = calloc((size_t)(qp->max_wr ? qp->max_wr : 1) * qp->max_sge,
+			  sizeof(*qp->sges));
+	if (!qp->wrs || !qp->sges)
+		return ENOMEM;
+	qp->vqp.comp_mask |= VERBS_QP_EX;
+	ex->wr_start = metaroce_wr_start;
+	ex->wr_complete = metaroce_wr_complete;
+	ex->wr_abort = metaroce_wr_abort;
+	ex->wr_send = metaroce_wr_send;
+	ex->wr_send_imm = metaroce_wr_send_imm;
+	ex->wr_rdma_write = metaroce_wr_rdma_write;
+	ex->wr_rdma_write_imm = metaroce_wr_rdma_write_imm;
+	ex->wr_rdma_read = metaroce_wr_rdma_read;
+	ex->wr_atomic_cmp_swp = metaroce_wr_atomic_cmp_swp;
+	ex->wr_atomic_fetch_add = metaroce_wr_atomic_fetch_add;
+	ex->wr_set_sge = metaroce_wr_set_sge;
+	ex->wr_set_sge_list = metaroce_wr_set_sge_list;
+	ex->wr_set_inline_data = metaroce_wr_set_inline_data;
+	ex->wr_set_inline_data_list = metaroce_wr_set_inline_data_list;
+	return 0;
+}
+
+static void metaroce_free_qp(struct metaroce_qp *qp)
+{
+	pthread_mutex_destroy(&qp->lock);
+	free(qp->wrs);
+	free(qp->sges);
+	free(qp->inl);
+	free(qp);
+}
+
+static struct ibv_qp *metaroce_create_qp_ex(struct ibv_context *context,
+					    struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_create_qp cmd = {};
+	struct ib_uverbs_create_qp_resp resp = {};
+	bool ops = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	struct metaroce_qp *qp;
+	int ret;
+
+	/* No XRC, creation flags, RSS or TSO; only the operations above. */
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
+					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+	    (ops && attr->send_ops_flags & ~(uint64_t)METAROCE_SEND_OPS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd, sizeof(cmd),
+				   &resp, sizeof(resp));
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	pthread_mutex_init(&qp->lock, NULL);
+	if (ops) {
+		ret = metaroce_setup_qp_ex(qp, attr);
+		if (ret) {
+			ibv_cmd_destroy_qp(&qp->vqp.qp);
+			metaroce_free_qp(qp);
+			errno = ret;
+			return NULL;
+		}
 	}
 	return &qp->vqp.qp;
 }
@@ -272,7 +763,7 @@ static int metaroce_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
-	free(to_mqp(ibqp));
+	metaroce_free_qp(to_mqp(ibqp));
 	return 0;
 }
 
@@ -324,7 +815,9 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.alloc_pd = metaroce_alloc_pd,
 	.create_ah = metaroce_create_ah,
 	.create_cq = metaroce_create_cq,
+	.create_cq_ex = metaroce_create_cq_ex,
 	.create_qp = metaroce_create_qp,
+	.create_qp_ex = metaroce_create_qp_ex,
 	.dealloc_pd = metaroce_dealloc_pd,
 	.dereg_mr = metaroce_dereg_mr,
 	.destroy_ah = metaroce_destroy_ah,
