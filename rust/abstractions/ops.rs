@@ -93,6 +93,9 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     fn cq_size(dev: &Device<Self>, cqe: u32) -> Result<u32>;
     /// Creates a CQ of `cqe` entries whose completion event is `events`.
     fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Self::Cq>;
+    /// Gives a CQ room for `cqe` entries (granted by [`Self::cq_size`]),
+    /// keeping the completions it holds; fails if they do not fit.
+    fn resize_cq(cq: &Self::Cq, cqe: u32) -> Result;
     /// A CQ is about to be freed (no QP uses it any more).
     fn destroy_cq(cq: &Self::Cq);
     /// Takes the oldest completion.

@@ -25,7 +25,7 @@ use crate::new_spinlock_bh;
 use core::ops::Deref;
 use kernel::{
     error::{code::*, from_result},
-    ffi::c_int,
+    ffi::{c_int, c_uint},
     prelude::*,
     sync::Arc,
     types::Opaque,
@@ -121,6 +121,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.dealloc_pd = Some(Self::dealloc_pd);
         ops.create_cq = Some(Self::create_cq);
         ops.destroy_cq = Some(Self::destroy_cq);
+        ops.resize_user_cq = Some(Self::resize_user_cq);
         ops.poll_cq = Some(Self::poll_cq);
         ops.req_notify_cq = Some(Self::req_notify_cq);
         ops.reg_user_mr = Some(Self::reg_user_mr);
@@ -227,6 +228,25 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         // SAFETY: Not used after this.
         unsafe { CqObj::<T>::drop_data(cq) };
         0
+    }
+
+    unsafe extern "C" fn resize_user_cq(
+        cq: *mut bindings::ib_cq,
+        cqe: c_uint,
+        ud: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            no_input(ud)?;
+            // SAFETY: The core passes a CQ of a device with this table,
+            // initialised by `create_cq` (uverbs holds its object for the
+            // call; polls may run beside it, which the driver's lock orders).
+            let (dev, obj) = unsafe { (Self::dev((*cq).device), CqObj::<T>::from_raw(cq)) };
+            let granted = T::cq_size(dev, cqe)?;
+            T::resize_cq(&obj.data.data, granted)?;
+            // SAFETY: `cq` is valid; uverbs reads the new size back.
+            unsafe { (*cq).cqe = granted as c_int };
+            Ok(0)
+        })
     }
 
     unsafe extern "C" fn poll_cq(

@@ -174,6 +174,34 @@ impl Cq {
         })
     }
 
+    /// Gives the ring room for `cqe` completions, keeping those it holds
+    /// in order (EINVAL if they do not fit). The new ring is allocated
+    /// before the lock and the old one freed after it.
+    pub(crate) fn resize(&self, cqe: u32) -> Result {
+        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..cqe {
+            slots.push(None, GFP_KERNEL_ACCOUNT)?;
+        }
+        let old = {
+            let mut r = self.inner.ring.lock();
+            if r.len > slots.len() {
+                return Err(EINVAL);
+            }
+            let cap = r.slots.len();
+            let head = r.head;
+            for i in 0..r.len {
+                let wc = r.slots.get_mut((head + i) % cap).and_then(|s| s.take());
+                if let Some(s) = slots.get_mut(i) {
+                    *s = wc;
+                }
+            }
+            r.head = 0;
+            core::mem::replace(&mut r.slots, slots)
+        };
+        drop(old);
+        Ok(())
+    }
+
     pub(crate) fn poll_one(&self) -> Option<Wc> {
         let mut r = self.inner.ring.lock();
         if r.len == 0 {

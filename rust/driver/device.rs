@@ -269,6 +269,10 @@ impl DeviceOps for MetaroceDevice {
         Cq::new(cqe, events)
     }
 
+    fn resize_cq(cq: &Cq, cqe: u32) -> Result {
+        cq.resize(cqe)
+    }
+
     fn destroy_cq(_cq: &Cq) {}
 
     fn poll_one(cq: &Cq) -> Option<Wc> {

@@ -130,6 +130,13 @@
  *                              deadline (the completion that found the CQ
  *                              full is lost; its consumer must hear so),
  *                              nothing outside the server's MR changes
+ *  24 resize_cq_keeps_completions
+ *                              a CQ of 2 resized to 8 takes 7 Write
+ *                              completions left unpolled for 2 s (no
+ *                              IBV_EVENT_CQ_ERR, all 7 in order); then, with
+ *                              3 queued (the ring wrapped), a resize to 1
+ *                              fails or keeps them, a resize to 16
+ *                              succeeds, and the 3 come out in order
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -174,7 +181,7 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
-       NCASES = C_CQ_OVERRUN };
+       C_CQ_RESIZE, NCASES = C_CQ_RESIZE };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -220,6 +227,7 @@ static const char *const case_name[NCASES + 1] = {
 	"fenced_send_after_read",
 	"write_imm_without_receive",
 	"cq_overrun_raises_cq_err",
+	"resize_cq_keeps_completions",
 };
 
 static struct {
@@ -542,9 +550,10 @@ static uint32_t wrong_key(const struct cs *s, uint32_t k)
 
 static void cs_create(struct cs *s)
 {
-	/* cq_overrun_raises_cq_err: the client's CQ holds 2 (or what the
-	 * device rounds that up to) */
-	int cqe = !D.is_server && s->n == C_CQ_OVERRUN ? 2 : 32;
+	/* cq_overrun_raises_cq_err, resize_cq_keeps_completions: the
+	 * client's CQ holds 2 (or what the device rounds that up to) */
+	int cqe = !D.is_server && (s->n == C_CQ_OVERRUN ||
+				   s->n == C_CQ_RESIZE) ? 2 : 32;
 
 	s->cq = ibv_create_cq(D.dev.ctx, cqe, NULL, NULL, 0);
 	if (!s->cq)
@@ -747,6 +756,7 @@ static void server_prepare(struct cs *s)
 	switch (s->n) {
 	case C_WRITE_IMM_NO_RECV:
 	case C_CQ_OVERRUN:
+	case C_CQ_RESIZE:
 		/* a target it may write (and no receive) */
 		server_target(s, full);
 		f[3] = (uintptr_t)s->buf + T_OFF + 256;
@@ -882,6 +892,7 @@ static void server_check(struct cs *s, const struct wire *done)
 		check_unchanged(s, "target allocation", 0, 0, 0, 0);
 		break;
 	case C_CQ_OVERRUN:
+	case C_CQ_RESIZE:
 		check_unchanged(s, "around the target", T_OFF, T_END, 0, 0);
 		break;
 	case C_SEND_LKEY:
@@ -1610,49 +1621,68 @@ static int client_qp_types(struct cs *s)
 	return bad;
 }
 
-/* cq_overrun_raises_cq_err, the client: one Write more than its CQ holds,
- * then wait for the CQ's error event. Returns 0 when it came, -1 if not. */
-static int client_cq_overrun(struct cs *s)
+/* N signaled 64-byte Writes to the server's target, wr_ids FIRST on.
+ * Returns 0 or -1 (failed, reported). */
+static int post_writes(struct cs *s, int n, uint64_t first)
 {
 	const uint64_t *t = s->peer.f;
-	struct ibv_context *ctx = D.dev.ctx;
-	struct ibv_async_event ev;
-	int n = s->cq->cqe + 1, rc, st = -1;
 
-	if (n > 8) {
-		vnote(&s->v, "the device made the CQ of 2 hold %d", s->cq->cqe);
-		return -1;
-	}
-	if (fcntl(ctx->async_fd, F_SETFL,
-		  fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0)
-		die("fcntl on the async event fd: %s", strerror(errno));
 	for (int i = 0; i < n; i++) {
-		rc = post_send1(s->qp, 0x10 + (uint64_t)i, IBV_WR_RDMA_WRITE,
-				s->buf, 64, s->mr[0]->lkey, t[3],
-				(uint32_t)t[5], NULL);
+		int rc = post_send1(s->qp, first + (uint64_t)i,
+				    IBV_WR_RDMA_WRITE, s->buf, 64,
+				    s->mr[0]->lkey, t[3], (uint32_t)t[5], NULL);
 		if (rc) {
 			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
 			return -1;
 		}
 	}
-	double dl = deadline();
+	return 0;
+}
 
+/* Wait up to WAIT_S for an async event: 1 with *ev taken (ack it), 0 none
+ * came. The context's async fd is made non-blocking. */
+static int async_event(struct ibv_async_event *ev, double wait_s)
+{
+	struct ibv_context *ctx = D.dev.ctx;
+	double dl = now_s() + wait_s;
+
+	if (fcntl(ctx->async_fd, F_SETFL,
+		  fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0)
+		die("fcntl on the async event fd: %s", strerror(errno));
 	for (;;) {
 		double left = dl - now_s();
 		struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 
-		if (left <= 0) {
+		if (left <= 0)
+			return 0;
+		if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+			die("poll: %s", strerror(errno));
+		if (!ibv_get_async_event(ctx, ev))
+			return 1;
+		if (errno != EAGAIN && errno != EINTR)
+			die("ibv_get_async_event: %s", strerror(errno));
+	}
+}
+
+/* cq_overrun_raises_cq_err, the client: one Write more than its CQ holds,
+ * then wait for the CQ's error event. Returns 0 when it came, -1 if not. */
+static int client_cq_overrun(struct cs *s)
+{
+	struct ibv_async_event ev;
+	int n = s->cq->cqe + 1, st = -1;
+
+	if (n > 8) {
+		vnote(&s->v, "the device made the CQ of 2 hold %d", s->cq->cqe);
+		return -1;
+	}
+	if (post_writes(s, n, 0x10))
+		return -1;
+	while (st < 0) {
+		if (!async_event(&ev, cfg.timeout_s)) {
 			vfail(&s->v, "no IBV_EVENT_CQ_ERR within %d s after %d "
 			      "Writes into a CQ of %d", cfg.timeout_s, n,
 			      s->cq->cqe);
 			break;
-		}
-		if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
-			die("poll: %s", strerror(errno));
-		if (ibv_get_async_event(ctx, &ev)) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			die("ibv_get_async_event: %s", strerror(errno));
 		}
 		bool ours = ev.event_type == IBV_EVENT_CQ_ERR &&
 			    ev.element.cq == s->cq;
@@ -1665,7 +1695,6 @@ static int client_cq_overrun(struct cs *s)
 		if (ours) {
 			vmsg("case %d: IBV_EVENT_CQ_ERR", s->n);
 			st = 0;
-			break;
 		}
 	}
 	/* what was kept: informational only (verbs leaves the rest
@@ -1677,6 +1706,73 @@ static int client_cq_overrun(struct cs *s)
 		kept++;
 	vmsg("case %d: %d completion(s) kept of %d", s->n, kept, n);
 	return st;
+}
+
+/* Poll N successful Write completions, wr_ids FIRST on, in order.
+ * Returns how many came right. */
+static int expect_writes(struct cs *s, int n, uint64_t first)
+{
+	int ok = 0;
+
+	for (int i = 0; i < n; i++) {
+		char what[48];
+
+		snprintf(what, sizeof(what), "Write %d of %d", i + 1, n);
+		if (expect_wc(s, first + (uint64_t)i, what, IBV_WC_SUCCESS,
+			      -1) == IBV_WC_SUCCESS)
+			ok++;
+	}
+	return ok;
+}
+
+/* resize_cq_keeps_completions, the client. Returns 0 when every step held,
+ * -1 if not. */
+static int client_cq_resize(struct cs *s)
+{
+	struct ibv_async_event ev;
+	int rc, small;
+
+	/* Grow, then fill past the old size without polling. */
+	rc = ibv_resize_cq(s->cq, 8);
+	if (rc) {
+		vfail(&s->v, "ibv_resize_cq(2 -> 8): %s", strerror(rc));
+		return -1;
+	}
+	if (s->cq->cqe < 8) {
+		vfail(&s->v, "ibv_resize_cq(8) left cqe %d", s->cq->cqe);
+		return -1;
+	}
+	if (post_writes(s, 7, 0x10))
+		return -1;
+	if (async_event(&ev, 2.0)) {
+		vfail(&s->v, "async event %s with 7 completions in a CQ "
+		      "resized to %d", ibv_event_type_str(ev.event_type),
+		      s->cq->cqe);
+		ibv_ack_async_event(&ev);
+		return -1;
+	}
+	if (expect_writes(s, 7, 0x10) != 7)
+		return -1;
+
+	/* Three queued across the ring's end: shrink below them, then grow. */
+	if (post_writes(s, 3, 0x20))
+		return -1;
+	usleep(2000000);
+	small = ibv_resize_cq(s->cq, 1);
+	if (!small && s->cq->cqe < 3) {
+		vfail(&s->v, "ibv_resize_cq(1) with 3 completions queued "
+		      "succeeded with cqe %d", s->cq->cqe);
+		return -1;
+	}
+	vmsg("case %d: resize to 1 with 3 queued: %s (cqe %d)", s->n,
+	     small ? strerror(small) : "accepted", s->cq->cqe);
+	rc = ibv_resize_cq(s->cq, 16);
+	if (rc || s->cq->cqe < 16) {
+		vfail(&s->v, "ibv_resize_cq(16) with 3 queued: %s, cqe %d",
+		      rc ? strerror(rc) : "ok", s->cq->cqe);
+		return -1;
+	}
+	return expect_writes(s, 3, 0x20) == 3 ? 0 : -1;
 }
 
 /* fenced_send_after_read, the client: a Read of the server's FENCE_LEN
@@ -1811,6 +1907,9 @@ static void client_act(struct cs *s)
 		break;
 	case C_CQ_OVERRUN:
 		st = client_cq_overrun(s);
+		break;
+	case C_CQ_RESIZE:
+		st = client_cq_resize(s);
 		break;
 	case C_WRITE_IMM_NO_RECV:
 		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE_WITH_IMM, s->buf,
