@@ -139,11 +139,17 @@ def selftests(rep, guest):
             points += 1
             name = m.group(2)
             skip = None
+            passed = m.group(1) is None
             if " # SKIP" in name:
                 name, skip = name.split(" # SKIP", 1)
-            if m.group(1):
+            elif " # TODO" in name and not passed:
+                # A known deviation of the reference device (rdma_rxe),
+                # named by the test: reported, not counted as a failure.
+                name, todo = name.split(" # TODO", 1)
+                skip, passed = f"TODO: {todo.strip()}", True
+            if not passed:
                 failed_here += 1
-            rep.point(m.group(1) is None, f"selftests: metaroce: {t}: {name}",
+            rep.point(passed, f"selftests: metaroce: {t}: {name}",
                       skip=skip.strip() if skip is not None else None)
         if rc not in ("0", "4") and failed_here == 0:
             diag = (tap.splitlines() + read(os.path.join(guest, f"{t}.err")).splitlines())[-15:]

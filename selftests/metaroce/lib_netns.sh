@@ -294,6 +294,11 @@ __integrity_show() {
 	while IFS= read -r l; do ktap_info "$1: $l"; done
 }
 
+# integrity_point NAME pass|fail ARGS...: one run of mr-integrity between
+# the namespaces (server in A, client in B), which must pass, or must fail
+# with a byte named. With INTEGRITY_TODO=REASON set, a run that should pass
+# and does not is a known deviation of the device (rdma_rxe): "# TODO".
+
 integrity_point() {
 	local name=$1 expect=$2 t0=$SECONDS src crc spid ok=0 dir
 	shift 2
@@ -326,6 +331,8 @@ integrity_point() {
 	rm -rf "$dir"
 	if [ "$ok" = 1 ]; then
 		ktap_ok "$name"
+	elif [ -n "${INTEGRITY_TODO:-}" ] && [ "$expect" = pass ]; then
+		ktap_todo "$name" "$INTEGRITY_TODO"
 	else
 		ktap_fail "$name"
 	fi

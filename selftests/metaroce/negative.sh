@@ -66,11 +66,6 @@ rxe_known() {
 	esac
 }
 
-ktap_todo() {
-	__ktap_num=$((__ktap_num + 1))
-	echo "not ok $__ktap_num $1 # TODO $2"
-}
-
 show() {
 	local l
 	while IFS= read -r l; do ktap_info "$1: $l"; done
