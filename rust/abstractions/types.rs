@@ -350,6 +350,9 @@ pub(crate) struct SendWr {
     /// Whether it waits for every Read and atomic posted before it to be
     /// answered (IB_SEND_FENCE).
     pub(crate) fence: bool,
+    /// Whether the receive it completes at the peer is a solicited
+    /// completion (IB_SEND_SOLICITED; Sends and Writes with Immediate).
+    pub(crate) solicited: bool,
 }
 
 impl SendWr {

@@ -722,6 +722,7 @@ unsafe fn convert_send(wr: *const bindings::ib_send_wr) -> Result<SendWr> {
         signaled: flags & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
         inline: flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0,
         fence: flags & bindings::ib_send_flags_IB_SEND_FENCE as u32 != 0,
+        solicited: flags & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0,
     })
 }
 

@@ -358,6 +358,9 @@ impl QpShared {
             remote,
             imm,
             atomic,
+            // Verbs gives the flag a meaning for these only; on others it
+            // is ignored, as the wire allows it on these only.
+            solicited: wr.solicited && consumes,
         };
         let resp = answered.then_some(st.next_resp);
         st.sq.push(
@@ -421,6 +424,7 @@ mod tests {
                 signaled: true,
                 inline: false,
                 fence: false,
+                solicited: false,
             },
             msn: 0,
             msg: Message {
@@ -432,6 +436,7 @@ mod tests {
                 remote: Some(Remote { rkey: 1, addr: 0 }),
                 imm: None,
                 atomic: None,
+                solicited: false,
             },
             posted: true,
             posted_at: 0,

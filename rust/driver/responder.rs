@@ -14,7 +14,7 @@ use crate::abstractions::types::{Access, QpState, RecvWr, WcOpcode, WcStatus};
 use crate::transport::{
     conn::Message,
     stream::{StreamError, MAX_OUTSTANDING},
-    wire::{DataHeader, NakCode, Opcode},
+    wire::{flags, DataHeader, NakCode, Opcode},
 };
 use kernel::{
     prelude::*,
@@ -198,6 +198,7 @@ impl QpShared {
                 len: h.msg_len,
                 remote: h.remote,
                 atomic: h.atomic,
+                solicited: h.common.flags & flags::SOLICITED != 0,
             };
         }
         Ok(true)
@@ -247,6 +248,7 @@ impl QpShared {
                 remote: None,
                 imm: None,
                 atomic: None,
+                solicited: false,
             };
             if conn.post_sized(msg, path_payload(st.mtu)).is_err() {
                 break;
@@ -331,11 +333,11 @@ impl QpShared {
             } else {
                 WcOpcode::Recv
             };
-            // The wire carries no solicited flag: every receive counts as
-            // solicited, so a solicited-only waiter is never left asleep.
+            // A CQ armed for solicited completions only wakes for the
+            // messages the sender marked (errors always wake it: cq.rs).
             self.rcq.push(
                 self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp),
-                true,
+                m.solicited,
             );
         }
         if progressed {

@@ -245,6 +245,8 @@ pub(super) struct RxMsg {
     pub(super) len: u32,
     pub(super) remote: Option<Remote>,
     pub(super) atomic: Option<Atomic>,
+    /// The sender asked for a solicited completion (flag SOLICITED).
+    pub(super) solicited: bool,
 }
 
 /// A response the responder owes (responder.rs): Read data from its memory, or the value an

@@ -43,6 +43,7 @@ f.f_retransmit = ProtoField.bool("metaroce.flags.retransmit", "RETRANSMIT", 8, n
 f.f_ack_req = ProtoField.bool("metaroce.flags.ack_req", "ACK_REQ", 8, nil, 0x08)
 f.f_relocated = ProtoField.bool("metaroce.flags.relocated", "RELOCATED", 8, nil, 0x10)
 f.f_void = ProtoField.bool("metaroce.flags.void", "VOID", 8, nil, 0x20)
+f.f_solicited = ProtoField.bool("metaroce.flags.solicited", "SOLICITED", 8, nil, 0x40)
 f.f_duplicate = ProtoField.bool("metaroce.flags.duplicate", "DUPLICATE", 8, nil, 0x01)
 f.f_challenge = ProtoField.bool("metaroce.flags.challenge", "CHALLENGE", 8, nil, 0x01)
 f.path = ProtoField.uint16("metaroce.path", "Path id", base.DEC)
@@ -94,7 +95,7 @@ p.experts = { e_malformed, e_rejection }
 
 local COMMON, DATA_FIXED = 16, 20
 local ACK_LEN, NAK_LEN, HELLO_LEN = 48, 12, 8
-local DATA_FLAGS, ACK_FLAGS, HELLO_FLAGS = 0x3f, 0x01, 0x01
+local DATA_FLAGS, ACK_FLAGS, HELLO_FLAGS = 0x7f, 0x01, 0x01
 
 local function bad(tree, item, why)
 	(item or tree):add_proto_expert_info(e_malformed, why)
@@ -131,6 +132,7 @@ local function has_remote(op) return op == 2 or op == 3 or op == 4 or op == 6 or
 local function has_imm(op) return op == 1 or op == 3 end
 local function is_atomic(op) return op == 6 or op == 7 end
 local function has_payload(op) return not (op == 4 or op == 6 or op == 7) end
+local function consumes_receive(op) return op == 0 or op == 1 or op == 3 end
 
 local function data(buf, tree, flags)
 	local len = buf:len()
@@ -194,6 +196,9 @@ local function data(buf, tree, flags)
 	end
 	if has(flags, 0x20) and paylen ~= 0 then
 		bad(tree, nil, "a void packet carries bytes")
+	end
+	if has(flags, 0x40) and not consumes_receive(op) then
+		bad(tree, opi, "only a Send or a Write with Immediate is solicited")
 	end
 	if not has_payload(op) and paylen ~= 0 then
 		bad(tree, opi, "this operation carries no bytes")
@@ -286,7 +291,7 @@ function p.dissector(buf, pinfo, root)
 	local allowed = 0
 	if ptype == 1 then
 		allowed = DATA_FLAGS
-		for _, b in ipairs({ f.f_first, f.f_last, f.f_retransmit, f.f_ack_req, f.f_relocated, f.f_void }) do
+		for _, b in ipairs({ f.f_first, f.f_last, f.f_retransmit, f.f_ack_req, f.f_relocated, f.f_void, f.f_solicited }) do
 			fi:add(b, buf(1, 1))
 		end
 	elseif ptype == 2 then

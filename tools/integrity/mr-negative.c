@@ -137,6 +137,15 @@
  *                              3 queued (the ring wrapped), a resize to 1
  *                              fails or keeps them, a resize to 16
  *                              succeeds, and the 3 come out in order
+ *  25 unsolicited_send_wakes_no_solicited_waiter
+ *                              the server's CQ, on a completion channel,
+ *                              is armed for solicited completions only; a
+ *                              Send without IBV_SEND_SOLICITED arrives (its
+ *                              receive completes) and no event comes within
+ *                              1 s
+ *  26 solicited_send_wakes_the_waiter
+ *                              the same CQ and a Send with
+ *                              IBV_SEND_SOLICITED: the event comes
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -181,7 +190,7 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
-       C_CQ_RESIZE, NCASES = C_CQ_RESIZE };
+       C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, NCASES = C_SOLICITED };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -228,6 +237,8 @@ static const char *const case_name[NCASES + 1] = {
 	"write_imm_without_receive",
 	"cq_overrun_raises_cq_err",
 	"resize_cq_keeps_completions",
+	"unsolicited_send_wakes_no_solicited_waiter",
+	"solicited_send_wakes_the_waiter",
 };
 
 static struct {
@@ -497,6 +508,7 @@ struct cs {
 	struct wire me, peer;	/* M_INFO */
 	struct verdict v;
 	bool fenced;		/* fenced_send_after_read: the Send came */
+	struct ibv_comp_channel *ch; /* the (un)solicited cases' server */
 };
 
 static uint8_t *alloc_buf(size_t len)
@@ -555,7 +567,13 @@ static void cs_create(struct cs *s)
 	int cqe = !D.is_server && (s->n == C_CQ_OVERRUN ||
 				   s->n == C_CQ_RESIZE) ? 2 : 32;
 
-	s->cq = ibv_create_cq(D.dev.ctx, cqe, NULL, NULL, 0);
+	/* (un)solicited cases: the server waits on a completion channel */
+	if (D.is_server && (s->n == C_UNSOLICITED || s->n == C_SOLICITED)) {
+		s->ch = ibv_create_comp_channel(D.dev.ctx);
+		if (!s->ch)
+			die("ibv_create_comp_channel: %s", strerror(errno));
+	}
+	s->cq = ibv_create_cq(D.dev.ctx, cqe, NULL, s->ch, 0);
 	if (!s->cq)
 		die("ibv_create_cq: %s", strerror(errno));
 	struct ibv_qp_init_attr ia = {
@@ -611,6 +629,8 @@ static void cs_destroy(struct cs *s)
 			msg("warning: ibv_dereg_mr failed");
 	if (s->cq && ibv_destroy_cq(s->cq))
 		msg("warning: ibv_destroy_cq failed");
+	if (s->ch && ibv_destroy_comp_channel(s->ch))
+		msg("warning: ibv_destroy_comp_channel failed");
 	free(s->buf);
 	free(s->snap);
 }
@@ -841,6 +861,8 @@ static void server_prepare(struct cs *s)
 	case C_SEND_AFTER2:
 	case C_SEND_LKEY:
 	case C_POST_STATE:
+	case C_UNSOLICITED:
+	case C_SOLICITED:
 		make_buf(s, V_ALLOC, 2);
 		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
 		/* one receive; four for post_in_reset_init, so that sends
@@ -852,6 +874,9 @@ static void server_prepare(struct cs *s)
 			if (rc)
 				die("ibv_post_recv: %s", strerror(rc));
 		}
+		if ((s->n == C_UNSOLICITED || s->n == C_SOLICITED) &&
+		    ibv_req_notify_cq(s->cq, 1))
+			die("ibv_req_notify_cq(solicited only) failed");
 		break;
 	case C_SEND_LONG: {
 		make_buf(s, V_ALLOC, 2);
@@ -864,6 +889,54 @@ static void server_prepare(struct cs *s)
 		break;
 	}
 	}
+}
+
+/* Wait up to WAIT_S for the case's completion channel: true with the event
+ * taken and acknowledged, false if none came. */
+static bool channel_event(struct cs *s, double wait_s)
+{
+	struct pollfd pfd = { .fd = s->ch->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *ctx;
+	int rc;
+
+	do
+		rc = poll(&pfd, 1, (int)(wait_s * 1000));
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		die("poll on the completion channel: %s", strerror(errno));
+	if (rc == 0)
+		return false;
+	if (ibv_get_cq_event(s->ch, &cq, &ctx))
+		die("ibv_get_cq_event: %s", strerror(errno));
+	ibv_ack_cq_events(cq, 1);
+	return true;
+}
+
+/* The (un)solicited cases, the server: its CQ was armed for solicited
+ * completions before the client's Send. */
+static void server_solicited(struct cs *s)
+{
+	struct ibv_wc wc;
+	bool sol = s->n == C_SOLICITED;
+
+	if (sol && !channel_event(s, cfg.timeout_s))
+		vfail(&s->v, "no completion event within %d s for a Send with "
+		      "IBV_SEND_SOLICITED", cfg.timeout_s);
+	int rc = poll_one(s->cq, &wc, deadline());
+
+	if (rc < 0)
+		die("ibv_poll_cq failed");
+	if (rc == 0) {
+		vfail(&s->v, "the Send did not arrive within %d s",
+		      cfg.timeout_s);
+		return;
+	}
+	if (wc.status != IBV_WC_SUCCESS)
+		vfail(&s->v, "receive completion %s", wc_name(wc.status));
+	if (!sol && channel_event(s, 1.0))
+		vfail(&s->v, "a Send without IBV_SEND_SOLICITED woke a CQ "
+		      "armed for solicited completions only");
 }
 
 /* After the client's DONE: look at what arrived, or did not. */
@@ -919,6 +992,10 @@ static void server_check(struct cs *s, const struct wire *done)
 		/* whatever arrived lies inside the target */
 		check_unchanged(s, "guard around the target", PAGE,
 				PAGE + BIG_LEN, 0, 0);
+		break;
+	case C_UNSOLICITED:
+	case C_SOLICITED:
+		server_solicited(s);
 		break;
 	case C_SEND_AFTER:
 	case C_SEND_AFTER2: {
@@ -1987,6 +2064,24 @@ static void client_act(struct cs *s)
 	case C_DEREG_READ:
 		st = client_read_dereg(s);
 		break;
+	case C_UNSOLICITED:
+	case C_SOLICITED: {
+		struct ibv_sge sg = { (uintptr_t)s->buf, 64, s->mr[0]->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = 0x10, .sg_list = &sg, .num_sge = 1,
+			.opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED |
+				      (s->n == C_SOLICITED ? IBV_SEND_SOLICITED : 0),
+		}, *bad = NULL;
+
+		rc = ibv_post_send(s->qp, &wr, &bad);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "Send", IBV_WC_SUCCESS, -1);
+		break;
+	}
 	case C_SEND_AFTER:
 	case C_SEND_AFTER2:
 		fill(s->buf, 64, key_of(s->n, 5));

@@ -41,6 +41,7 @@ fn run(packets: u64) -> (Duration, Duration, u64) {
                 rsn: 0,
                 imm: None,
                 atomic: None,
+                solicited: false,
             };
             match a.post(m) {
                 Ok(()) => msn += 1,

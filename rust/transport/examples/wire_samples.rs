@@ -224,7 +224,7 @@ fn samples() -> Vec<Sample> {
     send_imm.msg_len = 128;
     v.push(data(send_imm, &payload));
     v.push(data(header(Opcode::Write, both, 3, 102), &payload));
-    let mut write_imm = header(Opcode::WriteImm, flags::LAST, 4, 103);
+    let mut write_imm = header(Opcode::WriteImm, flags::LAST | flags::SOLICITED, 4, 103);
     write_imm.offset = 64;
     write_imm.msg_len = 128;
     v.push(data(write_imm, &payload));
@@ -272,6 +272,7 @@ fn samples() -> Vec<Sample> {
     v.push(broken(&good_write, |b| b[16] = 9));
     v.push(broken(&good_write, |b| b[1] |= flags::VOID));
     v.push(broken(&good_write, |b| b[17] = 1));
+    v.push(broken(&good_write, |b| b[1] |= flags::SOLICITED));
     v.push(broken(&good_write, |b| {
         b[28..32].copy_from_slice(&32u32.to_be_bytes())
     }));

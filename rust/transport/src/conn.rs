@@ -158,6 +158,10 @@ pub struct Message {
     pub imm: Option<u32>,
     /// Operands, for atomics.
     pub atomic: Option<Atomic>,
+    /// Send, Send with Immediate and Write with Immediate: the receiver's
+    /// completion is solicited (its packets carry the SOLICITED flag);
+    /// false otherwise.
+    pub solicited: bool,
 }
 
 /// Why a message was not accepted.
@@ -389,6 +393,7 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
         rsn: 0,
         imm: None,
         atomic: None,
+        solicited: false,
     },
     payload: 1,
     packets: 0,

@@ -63,8 +63,13 @@ pub mod flags {
     /// The sender cancelled the message (its queue pair went away): the
     /// packet carries no payload and only fills its PSN; nothing is placed.
     pub const VOID: u8 = 1 << 5;
+    /// The sender asked for a solicited event (verbs' `IBV_SEND_SOLICITED`):
+    /// the receive this message completes wakes a CQ armed for solicited
+    /// completions only. On every packet of a Send, Send with Immediate or
+    /// Write with Immediate so marked; never on other operations.
+    pub const SOLICITED: u8 = 1 << 6;
     /// Every flag this version defines.
-    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID;
+    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID | SOLICITED;
 }
 
 /// ACK flags (byte 1 of an ACK).
@@ -479,6 +484,9 @@ fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeEr
     }
     let op = r.u8()?;
     let opcode = Opcode::from_u8(op).ok_or(DecodeError::Opcode(op))?;
+    if common.flags & flags::SOLICITED != 0 && !opcode.consumes_receive() {
+        return Err(DecodeError::Flags(common.flags));
+    }
     let rsn = r.u8()?;
     if rsn != 0 && !opcode.consumes_receive() {
         return Err(DecodeError::Reserved);
@@ -657,6 +665,7 @@ pub fn encode_data(
         && hdr.atomic.is_some() == op.is_atomic()
         && hdr.origin.is_some() == (hdr.common.flags & flags::RELOCATED != 0)
         && (hdr.rsn == 0 || op.consumes_receive())
+        && (hdr.common.flags & flags::SOLICITED == 0 || op.consumes_receive())
         && bounds_ok(hdr, payload_len);
     if !consistent {
         return Err(EncodeError::Invalid);
@@ -908,6 +917,34 @@ mod tests {
         let n = encode_data(&DataHeader { rsn: 0, ..write }, 0, &mut buf).unwrap();
         buf[COMMON_LEN + 1] = 1;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+    }
+
+    #[test]
+    fn only_messages_that_complete_a_receive_are_solicited() {
+        let mut buf = [0u8; 128];
+        let mut send = DataHeader {
+            opcode: Opcode::Send,
+            remote: None,
+            imm: None,
+            ..write_hdr()
+        };
+        send.common.flags |= flags::SOLICITED;
+        let n = encode_data(&send, 0, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Data(send, &[][..])));
+        let mut write = DataHeader {
+            opcode: Opcode::Write,
+            imm: None,
+            ..write_hdr()
+        };
+        let n = encode_data(&write, 0, &mut buf).unwrap();
+        write.common.flags |= flags::SOLICITED;
+        assert_eq!(encode_data(&write, 0, &mut buf), Err(EncodeError::Invalid));
+        // A plain Write with the flag set on the wire is refused.
+        buf[1] |= flags::SOLICITED;
+        assert_eq!(
+            decode(&buf[..n]),
+            Err(DecodeError::Flags(write.common.flags))
+        );
     }
 
     #[test]

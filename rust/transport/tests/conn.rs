@@ -370,6 +370,38 @@ fn a_rejection_reaches_the_sender_even_if_every_nak_is_lost() {
 }
 
 #[test]
+fn a_solicited_message_marks_every_packet_and_only_its_own() {
+    let (a, _) = config_pair(1, 1024);
+    let mut c = Conn::new(a);
+    // workload: a Send, then a Write; the Send (3 packets) solicited.
+    let w = workload(2, 1, &[3000]);
+    let write = Message {
+        solicited: true,
+        ..w[1]
+    };
+    assert_eq!(c.post(write), Err(PostError::Invalid));
+    c.post(Message {
+        solicited: true,
+        ..w[0]
+    })
+    .unwrap();
+    c.post(w[1]).unwrap();
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut seen = Vec::new();
+    while let Some(t) = c.poll_transmit(SECOND, &mut hdr) {
+        let mut b = hdr[..t.len].to_vec();
+        b.resize(t.len + t.payload.map_or(0, |p| usize::from(p.len)), 0);
+        if let Ok(Packet::Data(h, _)) = wire::decode(&b) {
+            seen.push((h.msn, h.common.flags & wire::flags::SOLICITED != 0));
+        }
+    }
+    assert_eq!(
+        seen,
+        [(0, true), (0, true), (0, true), (1, false), (1, false), (1, false)]
+    );
+}
+
+#[test]
 fn posting_is_bounded_and_validated() {
     let (a, _) = config_pair(2, 1024);
     let mut c = Conn::new(a);
@@ -382,6 +414,7 @@ fn posting_is_bounded_and_validated() {
         rsn: 0,
         imm: None,
         atomic: None,
+        solicited: false,
     };
     assert_eq!(c.post(bad), Err(PostError::Invalid));
     let m = workload(1, 1, &[10])[0];

@@ -204,6 +204,7 @@ impl Net {
                         rsn: 0,
                         imm: None,
                         atomic: None,
+                        solicited: false,
                     };
                     match l.conn.post(m) {
                         Ok(()) => {

@@ -48,7 +48,11 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
         any::<(u32, u64, u32, u64, u64)>(),
         any::<u16>(),
     )
-        .prop_map(|(common, opcode, [stream, msn, offset, msg_len], r, len)| {
+        .prop_map(|(mut common, opcode, [stream, msn, offset, msg_len], r, len)| {
+            // Only a message that completes a receive may be solicited.
+            if !opcode.consumes_receive() {
+                common.flags &= !flags::SOLICITED;
+            }
             let void = common.flags & flags::VOID != 0;
             let (payload_len, offset, msg_len) = if opcode.is_atomic() {
                 (0, 0, 8)

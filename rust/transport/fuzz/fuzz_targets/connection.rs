@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
             rsn: 0,
             imm: None,
             atomic: None,
+            solicited: false,
         };
         c.post(m).expect("room for four messages");
     }

@@ -44,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
             rsn: 0,
             imm: None,
             atomic: None,
+            solicited: false,
         };
         if c.post(m).is_ok() {
             s.on_posted();

@@ -34,7 +34,7 @@ impl<const P: usize> Connection<P> {
             && msg.imm.is_some() == op.has_imm()
             && msg.atomic.is_some() == op.is_atomic()
             && (!op.is_atomic() || msg.len == 8)
-            && (op.consumes_receive() || msg.rsn == 0);
+            && (op.consumes_receive() || (msg.rsn == 0 && !msg.solicited));
         if !valid {
             return Err(PostError::Invalid);
         }

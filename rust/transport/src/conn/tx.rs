@@ -109,6 +109,9 @@ impl<const P: usize> Connection<P> {
         if slot.origin.is_some() {
             fl |= flags::RELOCATED;
         }
+        if m.msg.solicited {
+            fl |= flags::SOLICITED;
+        }
         let hdr = DataHeader {
             common: Common {
                 ptype: PacketType::Data,

@@ -416,6 +416,7 @@ pub fn workload(n: u32, streams: u32, sizes: &[u32]) -> Vec<Message> {
                 rsn,
                 imm: opcode.has_imm().then_some(i),
                 atomic: None,
+                solicited: false,
             }
         })
         .collect()

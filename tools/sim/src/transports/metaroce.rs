@@ -210,6 +210,7 @@ impl MetaRoceHost {
                             rsn: 0,
                             imm: None,
                             atomic: None,
+                            solicited: false,
                         };
                         match p.conn.post(m) {
                             Ok(()) => {
