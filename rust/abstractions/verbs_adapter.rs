@@ -22,7 +22,10 @@ use super::{
     },
 };
 use crate::new_spinlock_bh;
-use core::ops::Deref;
+use core::{
+    ops::Deref,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{
     error::{code::*, from_result},
     ffi::{c_int, c_uint},
@@ -85,6 +88,9 @@ impl<I, D> Obj<I, D> {
 /// Driver data of a completion queue, with the adapter's event target.
 pub(crate) struct CqData<D> {
     events: Arc<CqEvents>,
+    /// A resize is under way: another waits its turn with EBUSY, so that the
+    /// size uverbs reads back is the ring's.
+    resizing: AtomicBool,
     data: D,
 }
 
@@ -211,7 +217,16 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // SAFETY: `cq` is valid; the core reads back the granted size.
             unsafe { (*cq).cqe = granted as c_int };
             // SAFETY: The core allocated `size_ib_cq` bytes for it.
-            unsafe { Obj::init(cq, CqData { events, data }) };
+            unsafe {
+                Obj::init(
+                    cq,
+                    CqData {
+                        events,
+                        resizing: AtomicBool::new(false),
+                        data,
+                    },
+                )
+            };
             Ok(0)
         })
     }
@@ -242,10 +257,18 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // call; polls may run beside it, which the driver's lock orders).
             let (dev, obj) = unsafe { (Self::dev((*cq).device), CqObj::<T>::from_raw(cq)) };
             let granted = T::cq_size(dev, cqe)?;
-            T::resize_cq(&obj.data.data, granted)?;
-            // SAFETY: `cq` is valid; uverbs reads the new size back.
-            unsafe { (*cq).cqe = granted as c_int };
-            Ok(0)
+            if obj.data.resizing.swap(true, Ordering::Acquire) {
+                return Err(EBUSY);
+            }
+            let r = T::resize_cq(&obj.data.data, granted);
+            if r.is_ok() {
+                // SAFETY: `cq` is valid; uverbs reads the new size back.
+                // Written before `resizing` is cleared: no other resize
+                // can write it in between.
+                unsafe { (*cq).cqe = granted as c_int };
+            }
+            obj.data.resizing.store(false, Ordering::Release);
+            r.map(|()| 0)
         })
     }
 

@@ -17,7 +17,7 @@ use crate::abstractions::{
 };
 use crate::new_spinlock_bh;
 use kernel::{
-    alloc::KVec,
+    alloc::KVVec,
     prelude::*,
     sync::{
         atomic::{Atomic as KAtomic, Relaxed},
@@ -62,7 +62,7 @@ impl TimerHandler for CqNotify {
 }
 
 struct CqRing {
-    slots: KVec<Option<Wc>>,
+    slots: KVVec<Option<Wc>>,
     head: usize,
     len: usize,
     /// Armed for the next completion (`Some(true)`: solicited only).
@@ -136,13 +136,19 @@ impl Drop for Cq {
     }
 }
 
+/// An empty ring of `cqe` slots, charged to the calling process's memory
+/// cgroup; virtually contiguous when large (a CQ of 65536 is 2.5 MiB).
+fn ring_slots(cqe: u32) -> Result<KVVec<Option<Wc>>> {
+    let mut slots = KVVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
+    for _ in 0..cqe {
+        slots.push(None, GFP_KERNEL_ACCOUNT)?;
+    }
+    Ok(slots)
+}
+
 impl Cq {
     pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
-        // Charged to the creating process's memory cgroup.
-        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..cqe {
-            slots.push(None, GFP_KERNEL_ACCOUNT)?;
-        }
+        let slots = ring_slots(cqe)?;
         let notify = Timer::new_arc(
             CqNotify {
                 events,
@@ -176,12 +182,10 @@ impl Cq {
 
     /// Gives the ring room for `cqe` completions, keeping those it holds
     /// in order (EINVAL if they do not fit). The new ring is allocated
-    /// before the lock and the old one freed after it.
+    /// before the lock and the old one freed after it. A CQ that overran
+    /// may overrun, and report it, again.
     pub(crate) fn resize(&self, cqe: u32) -> Result {
-        let mut slots = KVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..cqe {
-            slots.push(None, GFP_KERNEL_ACCOUNT)?;
-        }
+        let mut slots = ring_slots(cqe)?;
         let old = {
             let mut r = self.inner.ring.lock();
             if r.len > slots.len() {
@@ -196,6 +200,7 @@ impl Cq {
                 }
             }
             r.head = 0;
+            r.overflow = false;
             core::mem::replace(&mut r.slots, slots)
         };
         drop(old);

@@ -459,18 +459,17 @@ static uint64_t verify_u64(const uint8_t *buf, uint32_t off, uint64_t want,
 enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3 };
 #define WRID(qp, kind) (((uint64_t)(qp) << 8) | (kind))
 
-/* -x: one completion through ibv_start_poll and the ibv_wc_read_* calls,
- * as ibv_poll_cq(cq, 1, wc) would give it. */
-static int poll1_ex(void *arg, struct ibv_wc *wc)
-{
-	struct ibv_cq_ex *cq = arg;
-	struct ibv_poll_cq_attr attr = {};
-	int rc = ibv_start_poll(cq, &attr);
+/* -x: completions through ibv_start_poll, ibv_next_poll and the
+ * ibv_wc_read_* calls, as ibv_poll_cq would give them: each poll takes all
+ * the CQ has (up to XQ_LEN) into a queue, and hands them out one by one. */
+#define XQ_LEN 64
+static struct {
+	struct ibv_wc wc[XQ_LEN];
+	unsigned head, len;
+} xq;
 
-	if (rc == ENOENT)
-		return 0;
-	if (rc)
-		return -rc;
+static void read_wc_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc)
+{
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = cq->wr_id;
 	wc->status = cq->status;
@@ -481,14 +480,34 @@ static int poll1_ex(void *arg, struct ibv_wc *wc)
 	wc->qp_num = ibv_wc_read_qp_num(cq);
 	if (wc->wc_flags & IBV_WC_WITH_IMM)
 		wc->imm_data = ibv_wc_read_imm_data(cq);
-	ibv_end_poll(cq);
+}
+
+static int poll1_ex(struct ibv_cq_ex *cq, struct ibv_wc *wc)
+{
+	if (!xq.len) {
+		struct ibv_poll_cq_attr attr = {};
+		int rc = ibv_start_poll(cq, &attr);
+
+		if (rc == ENOENT)
+			return 0;
+		if (rc)
+			return -rc;
+		xq.head = 0;
+		do
+			read_wc_ex(cq, &xq.wc[xq.len++]);
+		while (xq.len < XQ_LEN && !(rc = ibv_next_poll(cq)));
+		ibv_end_poll(cq);
+		if (rc && rc != ENOENT)
+			return -rc;
+	}
+	*wc = xq.wc[xq.head++];
+	xq.len--;
 	return 1;
 }
 
 static int poll1(void *arg, struct ibv_wc *wc)
 {
-	(void)arg;
-	return cfg.ex ? poll1_ex(C.cqx, wc) : ibv_poll_cq(C.cq, 1, wc);
+	return cfg.ex ? poll1_ex(arg, wc) : ibv_poll_cq(arg, 1, wc);
 }
 
 /* Wait for one completion with the deadline, in polling or event mode.
@@ -497,11 +516,13 @@ static int next_wc(struct ibv_wc *wc, double deadline)
 {
 	for (;;) {
 		/* polling: until the deadline; events: once, then wait */
-		int n = poll_until_fn(poll1, NULL, wc,
+		int n = poll_until_fn(poll1, cfg.ex ? (void *)C.cqx :
+						      (void *)C.cq, wc,
 				      cfg.use_event ? 0 : deadline, 200, 50000);
 
 		if (n < 0) {
-			msg("FAIL ibv_poll_cq: %d", n);
+			msg("FAIL %s: %d", cfg.ex ? "ibv_start_poll/ibv_next_poll" :
+			    "ibv_poll_cq", n);
 			return -1;
 		}
 		if (n == 1)

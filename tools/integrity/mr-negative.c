@@ -146,6 +146,14 @@
  *  26 solicited_send_wakes_the_waiter
  *                              the same CQ and a Send with
  *                              IBV_SEND_SOLICITED: the event comes
+ *  27 wr_batch_all_or_nothing  the ibv_wr_* API (a QP from ibv_create_qp_ex):
+ *                              one batch of three Writes (an SGE list, an
+ *                              inline list overwritten right after it was
+ *                              set, one SGE) lands whole, in order; batches
+ *                              one request longer than the send queue, with
+ *                              one SGE or one inline byte more than granted,
+ *                              and an aborted one fail or post nothing:
+ *                              no completion, no byte
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -190,7 +198,8 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
-       C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, NCASES = C_SOLICITED };
+       C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH,
+       NCASES = C_WR_BATCH };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -239,6 +248,7 @@ static const char *const case_name[NCASES + 1] = {
 	"resize_cq_keeps_completions",
 	"unsolicited_send_wakes_no_solicited_waiter",
 	"solicited_send_wakes_the_waiter",
+	"wr_batch_all_or_nothing",
 };
 
 static struct {
@@ -581,7 +591,19 @@ static void cs_create(struct cs *s)
 		.cap = { .max_send_wr = 8, .max_recv_wr = 8,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	s->qp = ibv_create_qp(D.pd, &ia);
+	if (!D.is_server && s->n == C_WR_BATCH) {
+		/* wr_batch_all_or_nothing: for the ibv_wr_* calls */
+		struct ibv_qp_init_attr_ex ax = {
+			.send_cq = ia.send_cq, .recv_cq = ia.recv_cq,
+			.cap = ia.cap, .qp_type = ia.qp_type, .pd = D.pd,
+			.comp_mask = IBV_QP_INIT_ATTR_PD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+		};
+		s->qp = ibv_create_qp_ex(D.dev.ctx, &ax);
+	} else {
+		s->qp = ibv_create_qp(D.pd, &ia);
+	}
 	if (!s->qp)
 		die("ibv_create_qp: %s", strerror(errno));
 	s->psn = (uint32_t)mix64(D.seed ^ (uint64_t)s->n ^
@@ -777,6 +799,7 @@ static void server_prepare(struct cs *s)
 	case C_WRITE_IMM_NO_RECV:
 	case C_CQ_OVERRUN:
 	case C_CQ_RESIZE:
+	case C_WR_BATCH:
 		/* a target it may write (and no receive) */
 		server_target(s, full);
 		f[3] = (uintptr_t)s->buf + T_OFF + 256;
@@ -997,6 +1020,18 @@ static void server_check(struct cs *s, const struct wire *done)
 	case C_SOLICITED:
 		server_solicited(s);
 		break;
+	case C_WR_BATCH: {
+		/* the three Writes, 64 bytes each of pattern 7, at 256 */
+		uint8_t want[3 * 64];
+
+		fill(want, sizeof(want), key_of(s->n, 7));
+		if (memcmp(s->buf + T_OFF + 256, want, sizeof(want)))
+			vfail(&s->v, "the batch of three Writes did not land "
+			      "whole (the target differs from what was sent)");
+		check_unchanged(s, "the target outside the batch's bytes",
+				T_OFF + 256, T_OFF + 256 + sizeof(want), 0, 0);
+		break;
+	}
 	case C_SEND_AFTER:
 	case C_SEND_AFTER2: {
 		uint8_t want[64];
@@ -1716,10 +1751,12 @@ static int post_writes(struct cs *s, int n, uint64_t first)
 	return 0;
 }
 
-/* Wait up to WAIT_S for an async event: 1 with *ev taken (ack it), 0 none
- * came. The context's async fd is made non-blocking. */
-static int async_event(struct ibv_async_event *ev, double wait_s)
+/* Wait up to WAIT_S for IBV_EVENT_CQ_ERR on CQ: 1 when it came, 0 if
+ * not. Other events (a port's, a GID change) are taken, acknowledged and
+ * passed over. The context's async fd is made non-blocking. */
+static int cq_err_event(struct ibv_cq *cq, double wait_s)
 {
+	struct ibv_async_event ev;
 	struct ibv_context *ctx = D.dev.ctx;
 	double dl = now_s() + wait_s;
 
@@ -1734,10 +1771,20 @@ static int async_event(struct ibv_async_event *ev, double wait_s)
 			return 0;
 		if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
-		if (!ibv_get_async_event(ctx, ev))
+		if (ibv_get_async_event(ctx, &ev)) {
+			if (errno != EAGAIN && errno != EINTR)
+				die("ibv_get_async_event: %s", strerror(errno));
+			continue;
+		}
+		bool ours = ev.event_type == IBV_EVENT_CQ_ERR &&
+			    ev.element.cq == cq;
+
+		if (!ours)
+			vmsg("async event %s passed over",
+			     ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+		if (ours)
 			return 1;
-		if (errno != EAGAIN && errno != EINTR)
-			die("ibv_get_async_event: %s", strerror(errno));
 	}
 }
 
@@ -1745,7 +1792,6 @@ static int async_event(struct ibv_async_event *ev, double wait_s)
  * then wait for the CQ's error event. Returns 0 when it came, -1 if not. */
 static int client_cq_overrun(struct cs *s)
 {
-	struct ibv_async_event ev;
 	int n = s->cq->cqe + 1, st = -1;
 
 	if (n > 8) {
@@ -1754,25 +1800,12 @@ static int client_cq_overrun(struct cs *s)
 	}
 	if (post_writes(s, n, 0x10))
 		return -1;
-	while (st < 0) {
-		if (!async_event(&ev, cfg.timeout_s)) {
-			vfail(&s->v, "no IBV_EVENT_CQ_ERR within %d s after %d "
-			      "Writes into a CQ of %d", cfg.timeout_s, n,
-			      s->cq->cqe);
-			break;
-		}
-		bool ours = ev.event_type == IBV_EVENT_CQ_ERR &&
-			    ev.element.cq == s->cq;
-
-		if (!ours)
-			vfail(&s->v, "async event %s, want IBV_EVENT_CQ_ERR "
-			      "for the case's CQ",
-			      ibv_event_type_str(ev.event_type));
-		ibv_ack_async_event(&ev);
-		if (ours) {
-			vmsg("case %d: IBV_EVENT_CQ_ERR", s->n);
-			st = 0;
-		}
+	if (cq_err_event(s->cq, cfg.timeout_s)) {
+		vmsg("case %d: IBV_EVENT_CQ_ERR", s->n);
+		st = 0;
+	} else {
+		vfail(&s->v, "no IBV_EVENT_CQ_ERR within %d s after %d Writes "
+		      "into a CQ of %d", cfg.timeout_s, n, s->cq->cqe);
 	}
 	/* what was kept: informational only (verbs leaves the rest
 	 * undefined once the CQ overran) */
@@ -1806,7 +1839,6 @@ static int expect_writes(struct cs *s, int n, uint64_t first)
  * -1 if not. */
 static int client_cq_resize(struct cs *s)
 {
-	struct ibv_async_event ev;
 	int rc, small;
 
 	/* Grow, then fill past the old size without polling. */
@@ -1821,20 +1853,20 @@ static int client_cq_resize(struct cs *s)
 	}
 	if (post_writes(s, 7, 0x10))
 		return -1;
-	if (async_event(&ev, 2.0)) {
-		vfail(&s->v, "async event %s with 7 completions in a CQ "
-		      "resized to %d", ibv_event_type_str(ev.event_type),
-		      s->cq->cqe);
-		ibv_ack_async_event(&ev);
+	if (cq_err_event(s->cq, 2.0)) {
+		vfail(&s->v, "IBV_EVENT_CQ_ERR with 7 completions in a CQ "
+		      "resized to %d", s->cq->cqe);
 		return -1;
 	}
 	if (expect_writes(s, 7, 0x10) != 7)
 		return -1;
 
-	/* Three queued across the ring's end: shrink below them, then grow. */
+	/* Three queued across the ring's end: shrink below them, then grow.
+	 * (Three 64-byte Writes end well within 3 s, even emulated; were one
+	 * late, the resize to 1 would be right to succeed and the case fail.) */
 	if (post_writes(s, 3, 0x20))
 		return -1;
-	usleep(2000000);
+	usleep(3000000);
 	small = ibv_resize_cq(s->cq, 1);
 	if (!small && s->cq->cqe < 3) {
 		vfail(&s->v, "ibv_resize_cq(1) with 3 completions queued "
@@ -1850,6 +1882,122 @@ static int client_cq_resize(struct cs *s)
 		return -1;
 	}
 	return expect_writes(s, 3, 0x20) == 3 ? 0 : -1;
+}
+
+/* wr_batch_all_or_nothing: a batch of N Writes of 1 byte to the target's
+ * byte 1024 on, each built by SET (SGE list, inline, ...) or plain. Returns
+ * what ibv_wr_complete (or 0 after ibv_wr_abort) returned. */
+static int wr_batch(struct cs *s, struct ibv_qp_ex *x, int n, bool abort,
+		    void (*set)(struct cs *s, struct ibv_qp_ex *x))
+{
+	const uint64_t *t = s->peer.f;
+
+	ibv_wr_start(x);
+	for (int i = 0; i < n; i++) {
+		x->wr_id = 0x100 + (uint64_t)i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(x, (uint32_t)t[5], t[3] + 1024 + (uint64_t)i);
+		if (set)
+			set(s, x);
+		else
+			ibv_wr_set_sge(x, s->mr[0]->lkey,
+				       (uintptr_t)s->buf + 4096, 1);
+	}
+	if (abort) {
+		ibv_wr_abort(x);
+		return 0;
+	}
+	return ibv_wr_complete(x);
+}
+
+static struct ibv_qp_cap wr_cap;
+
+/* One SGE more than granted, a byte each. */
+static void set_too_many_sges(struct cs *s, struct ibv_qp_ex *x)
+{
+	struct ibv_sge sg[64];
+	size_t n = wr_cap.max_send_sge + 1;
+
+	for (size_t i = 0; i < n && i < 64; i++)
+		sg[i] = (struct ibv_sge){ (uintptr_t)s->buf + 4096 + i, 1,
+					  s->mr[0]->lkey };
+	ibv_wr_set_sge_list(x, n < 64 ? n : 64, sg);
+}
+
+/* One inline byte more than granted. */
+static void set_too_much_inline(struct cs *s, struct ibv_qp_ex *x)
+{
+	ibv_wr_set_inline_data(x, s->buf + 4096, wr_cap.max_inline_data + 1);
+}
+
+/* wr_batch_all_or_nothing, the client. Returns 0 when every step held. */
+static int client_wr_batch(struct cs *s)
+{
+	const uint64_t *t = s->peer.f;
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(s->qp);
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	uint8_t *src = s->buf;
+	uint32_t lkey = s->mr[0]->lkey;
+	int rc, st = 0;
+
+	if (!x) {
+		vfail(&s->v, "ibv_qp_to_qp_ex: NULL for a QP made with "
+		      "send_ops_flags");
+		return -1;
+	}
+	rc = ibv_query_qp(s->qp, &a, IBV_QP_CAP, &ia);
+	if (rc)
+		die("ibv_query_qp: %s", strerror(rc));
+	wr_cap = ia.cap;
+
+	/* Three Writes in one batch, 64 bytes each of pattern 7. */
+	fill(src, 3 * 64, key_of(s->n, 7));
+	struct ibv_sge two[2] = { { (uintptr_t)src, 32, lkey },
+				  { (uintptr_t)src + 32, 32, lkey } };
+	struct ibv_data_buf inl[2] = { { src + 64, 40 }, { src + 104, 24 } };
+
+	ibv_wr_start(x);
+	x->wr_flags = IBV_SEND_SIGNALED;
+	x->wr_id = 0x10;
+	ibv_wr_rdma_write(x, (uint32_t)t[5], t[3]);
+	ibv_wr_set_sge_list(x, 2, two);
+	x->wr_id = 0x11;
+	ibv_wr_rdma_write(x, (uint32_t)t[5], t[3] + 64);
+	ibv_wr_set_inline_data_list(x, 2, inl);
+	/* copied when set: this must not reach the target */
+	memset(src + 64, 0xa5, 64);
+	x->wr_id = 0x12;
+	ibv_wr_rdma_write(x, (uint32_t)t[5], t[3] + 128);
+	ibv_wr_set_sge(x, lkey, (uintptr_t)src + 128, 64);
+	rc = ibv_wr_complete(x);
+	if (rc) {
+		vfail(&s->v, "ibv_wr_complete of three Writes: %s",
+		      strerror(rc));
+		return -1;
+	}
+	for (uint64_t id = 0x10; id <= 0x12; id++)
+		if (expect_wc(s, id, "batched Write", IBV_WC_SUCCESS, -1) !=
+		    IBV_WC_SUCCESS)
+			st = -1;
+
+	/* Batches that must post nothing. */
+	rc = wr_batch(s, x, (int)wr_cap.max_send_wr + 1, false, NULL);
+	if (!rc)
+		vfail(&s->v, "a batch of %u Writes, one more than the send "
+		      "queue holds, was accepted", wr_cap.max_send_wr + 1);
+	if (wr_cap.max_send_sge < 64 &&
+	    !wr_batch(s, x, 1, false, set_too_many_sges))
+		vfail(&s->v, "a Write with %u SGEs (%u granted) was accepted",
+		      wr_cap.max_send_sge + 1, wr_cap.max_send_sge);
+	if (wr_cap.max_inline_data < 4096 &&
+	    !wr_batch(s, x, 1, false, set_too_much_inline))
+		vfail(&s->v, "a Write with %u inline bytes (%u granted) was "
+		      "accepted", wr_cap.max_inline_data + 1,
+		      wr_cap.max_inline_data);
+	wr_batch(s, x, 2, true, NULL);
+	expect_quiet(s, "a refused or aborted batch posted a request");
+	return s->v.fail ? -1 : st;
 }
 
 /* fenced_send_after_read, the client: a Read of the server's FENCE_LEN
@@ -1987,6 +2135,9 @@ static void client_act(struct cs *s)
 		break;
 	case C_CQ_RESIZE:
 		st = client_cq_resize(s);
+		break;
+	case C_WR_BATCH:
+		st = client_wr_batch(s);
 		break;
 	case C_WRITE_IMM_NO_RECV:
 		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE_WITH_IMM, s->buf,

@@ -432,10 +432,13 @@ static struct ibv_qp *metaroce_create_qp(struct ibv_pd *pd,
  * The ibv_wr_* send API (a QP made by ibv_create_qp_ex with send_ops_flags).
  * Each ibv_wr_<op> call starts a work request in the batch from the QP's
  * wr_id and wr_flags; the set_* calls fill its buffers; ibv_wr_complete
- * posts the batch with one POST_SEND, as ibv_post_send would have. The
- * kernel checks every request as for ibv_post_send; a batch longer than the
- * send queue, too many SGEs or too much inline data fail here, at
- * ibv_wr_complete, with nothing posted.
+ * posts the batch with one POST_SEND, as ibv_post_send would have. A batch
+ * longer than the send queue, too many SGEs or too much inline data, or a
+ * set_* call with no request to fill, fail here, at ibv_wr_complete, with
+ * nothing posted. The kernel then checks every request as for
+ * ibv_post_send, and queues those before the first it refuses (a send
+ * queue without room for all, an lkey it does not know): ibv_wr_post(3)
+ * wants none posted then. This is a deviation (Documentation/verbs.md).
  */
 
 static void metaroce_wr_fail(struct metaroce_qp *qp, int err)
@@ -549,8 +552,10 @@ static void metaroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 {
 	struct metaroce_qp *qp = ex_to_mqp(ibqp);
 
-	if (!qp->cur)
+	if (!qp->cur) {
+		metaroce_wr_fail(qp, EINVAL);
 		return;
+	}
 	if (num_sge > qp->max_sge) {
 		metaroce_wr_fail(qp, EINVAL);
 		return;
@@ -558,6 +563,10 @@ static void metaroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 	if (num_sge)
 		memcpy(qp->cur->sg_list, sg_list, num_sge * sizeof(*sg_list));
 	qp->cur->num_sge = (int)num_sge;
+	/* Registered buffers after all: no longer the inline data an earlier
+	 * set_inline_data call gave (unless wr_flags asked for inline). */
+	qp->cur->send_flags = (qp->cur->send_flags & ~IBV_SEND_INLINE) |
+			      (ibqp->wr_flags & IBV_SEND_INLINE);
 }
 
 static void metaroce_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
@@ -578,8 +587,10 @@ static void metaroce_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
 	size_t total = 0;
 	uint8_t *dst;
 
-	if (!qp->cur)
+	if (!qp->cur) {
+		metaroce_wr_fail(qp, EINVAL);
 		return;
+	}
 	for (size_t i = 0; i < num_buf; i++) {
 		if (buf_list[i].length > qp->max_inline - total) {
 			metaroce_wr_fail(qp, EINVAL);
@@ -658,6 +669,7 @@ static int metaroce_setup_qp_ex(struct metaroce_qp *qp,
 				const struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibv_qp_ex *ex = &qp->vqp.qp_ex;
+	uint64_t ops = attr->send_ops_flags;
 
 	/* What the kernel granted (it writes the caps back). */
 	qp->max_wr = attr->cap.max_send_wr;
@@ -672,13 +684,21 @@ static int metaroce_setup_qp_ex(struct metaroce_qp *qp,
 	ex->wr_start = metaroce_wr_start;
 	ex->wr_complete = metaroce_wr_complete;
 	ex->wr_abort = metaroce_wr_abort;
-	ex->wr_send = metaroce_wr_send;
-	ex->wr_send_imm = metaroce_wr_send_imm;
-	ex->wr_rdma_write = metaroce_wr_rdma_write;
-	ex->wr_rdma_write_imm = metaroce_wr_rdma_write_imm;
-	ex->wr_rdma_read = metaroce_wr_rdma_read;
-	ex->wr_atomic_cmp_swp = metaroce_wr_atomic_cmp_swp;
-	ex->wr_atomic_fetch_add = metaroce_wr_atomic_fetch_add;
+	/* The builders asked for, as libibverbs' users expect. */
+	if (ops & IBV_QP_EX_WITH_SEND)
+		ex->wr_send = metaroce_wr_send;
+	if (ops & IBV_QP_EX_WITH_SEND_WITH_IMM)
+		ex->wr_send_imm = metaroce_wr_send_imm;
+	if (ops & IBV_QP_EX_WITH_RDMA_WRITE)
+		ex->wr_rdma_write = metaroce_wr_rdma_write;
+	if (ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+		ex->wr_rdma_write_imm = metaroce_wr_rdma_write_imm;
+	if (ops & IBV_QP_EX_WITH_RDMA_READ)
+		ex->wr_rdma_read = metaroce_wr_rdma_read;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		ex->wr_atomic_cmp_swp = metaroce_wr_atomic_cmp_swp;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		ex->wr_atomic_fetch_add = metaroce_wr_atomic_fetch_add;
 	ex->wr_set_sge = metaroce_wr_set_sge;
 	ex->wr_set_sge_list = metaroce_wr_set_sge_list;
 	ex->wr_set_inline_data = metaroce_wr_set_inline_data;
