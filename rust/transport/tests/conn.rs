@@ -397,7 +397,14 @@ fn a_solicited_message_marks_every_packet_and_only_its_own() {
     }
     assert_eq!(
         seen,
-        [(0, true), (0, true), (0, true), (1, false), (1, false), (1, false)]
+        [
+            (0, true),
+            (0, true),
+            (0, true),
+            (1, false),
+            (1, false),
+            (1, false)
+        ]
     );
 }
 

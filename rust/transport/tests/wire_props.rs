@@ -48,49 +48,51 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
         any::<(u32, u64, u32, u64, u64)>(),
         any::<u16>(),
     )
-        .prop_map(|(mut common, opcode, [stream, msn, offset, msg_len], r, len)| {
-            // Only a message that completes a receive may be solicited.
-            if !opcode.consumes_receive() {
-                common.flags &= !flags::SOLICITED;
-            }
-            let void = common.flags & flags::VOID != 0;
-            let (payload_len, offset, msg_len) = if opcode.is_atomic() {
-                (0, 0, 8)
-            } else if !opcode.has_payload() || void {
-                (0, 0, msg_len)
-            } else {
-                let offset = offset / 2;
-                let len = len.min(4096);
-                (len, offset, msg_len.max(offset + u32::from(len)))
-            };
-            let hdr = DataHeader {
-                common,
-                opcode,
-                stream,
-                msn,
-                offset,
-                msg_len,
-                remote: opcode.has_remote().then_some(Remote {
-                    rkey: r.0,
-                    addr: r.1,
-                }),
-                rsn: if opcode.consumes_receive() {
-                    r.2 as u8
+        .prop_map(
+            |(mut common, opcode, [stream, msn, offset, msg_len], r, len)| {
+                // Only a message that completes a receive may be solicited.
+                if !opcode.consumes_receive() {
+                    common.flags &= !flags::SOLICITED;
+                }
+                let void = common.flags & flags::VOID != 0;
+                let (payload_len, offset, msg_len) = if opcode.is_atomic() {
+                    (0, 0, 8)
+                } else if !opcode.has_payload() || void {
+                    (0, 0, msg_len)
                 } else {
-                    0
-                },
-                imm: opcode.has_imm().then_some(r.2),
-                atomic: opcode.is_atomic().then_some(Atomic {
-                    swap_add: r.3,
-                    compare: r.4,
-                }),
-                origin: (common.flags & flags::RELOCATED != 0).then_some(Origin {
-                    path: (r.2 >> 16) as u16,
-                    psn: r.0 ^ r.2,
-                }),
-            };
-            (hdr, payload_len)
-        })
+                    let offset = offset / 2;
+                    let len = len.min(4096);
+                    (len, offset, msg_len.max(offset + u32::from(len)))
+                };
+                let hdr = DataHeader {
+                    common,
+                    opcode,
+                    stream,
+                    msn,
+                    offset,
+                    msg_len,
+                    remote: opcode.has_remote().then_some(Remote {
+                        rkey: r.0,
+                        addr: r.1,
+                    }),
+                    rsn: if opcode.consumes_receive() {
+                        r.2 as u8
+                    } else {
+                        0
+                    },
+                    imm: opcode.has_imm().then_some(r.2),
+                    atomic: opcode.is_atomic().then_some(Atomic {
+                        swap_add: r.3,
+                        compare: r.4,
+                    }),
+                    origin: (common.flags & flags::RELOCATED != 0).then_some(Origin {
+                        path: (r.2 >> 16) as u16,
+                        psn: r.0 ^ r.2,
+                    }),
+                };
+                (hdr, payload_len)
+            },
+        )
 }
 
 /// Encodes whatever `decode` returned; `None` if it cannot be encoded.
