@@ -22,15 +22,13 @@ use super::{
     },
 };
 use crate::new_spinlock_bh;
-use core::{
-    ops::Deref,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use core::ops::Deref;
 use kernel::{
     error::{code::*, from_result},
     ffi::{c_int, c_uint},
+    new_mutex,
     prelude::*,
-    sync::Arc,
+    sync::{Arc, Mutex},
     types::Opaque,
 };
 
@@ -88,9 +86,9 @@ impl<I, D> Obj<I, D> {
 /// Driver data of a completion queue, with the adapter's event target.
 pub(crate) struct CqData<D> {
     events: Arc<CqEvents>,
-    /// A resize is under way: another waits its turn with EBUSY, so that the
-    /// size uverbs reads back is the ring's.
-    resizing: AtomicBool,
+    /// Held across a resize and the write of the size it granted, so that
+    /// resizes of one CQ run one at a time and `cqe` is the ring's.
+    resizing: Pin<KBox<Mutex<()>>>,
     data: D,
 }
 
@@ -213,6 +211,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 },
                 GFP_KERNEL,
             )?;
+            let resizing =
+                KBox::pin_init(new_mutex!((), "metaroce_cq_resize"), GFP_KERNEL_ACCOUNT)?;
             let data = T::create_cq(dev, granted, events.clone())?;
             // SAFETY: `cq` is valid; the core reads back the granted size.
             unsafe { (*cq).cqe = granted as c_int };
@@ -222,7 +222,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                     cq,
                     CqData {
                         events,
-                        resizing: AtomicBool::new(false),
+                        resizing,
                         data,
                     },
                 )
@@ -257,18 +257,12 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // call; polls may run beside it, which the driver's lock orders).
             let (dev, obj) = unsafe { (Self::dev((*cq).device), CqObj::<T>::from_raw(cq)) };
             let granted = T::cq_size(dev, cqe)?;
-            if obj.data.resizing.swap(true, Ordering::Acquire) {
-                return Err(EBUSY);
-            }
-            let r = T::resize_cq(&obj.data.data, granted);
-            if r.is_ok() {
-                // SAFETY: `cq` is valid; uverbs reads the new size back.
-                // Written before `resizing` is cleared: no other resize
-                // can write it in between.
-                unsafe { (*cq).cqe = granted as c_int };
-            }
-            obj.data.resizing.store(false, Ordering::Release);
-            r.map(|()| 0)
+            let _one_at_a_time = obj.data.resizing.lock();
+            T::resize_cq(&obj.data.data, granted)?;
+            // SAFETY: `cq` is valid; uverbs reads the new size back (after
+            // this returns: a resize racing it may have written its own).
+            unsafe { (*cq).cqe = granted as c_int };
+            Ok(0)
         })
     }
 

@@ -190,6 +190,9 @@ impl QpShared {
             .on_packet(h.msn, bytes.len() as u32, carried)
             .map_err(|_| NakCode::InvalidRequest)?;
         if let Some(m) = st.rx.get_mut(idx) {
+            // Every packet of a solicited message says so; any one that
+            // did is enough (packets land in any order).
+            let solicited = (m.used && m.solicited) || h.common.flags & flags::SOLICITED != 0;
             *m = RxMsg {
                 used: true,
                 rsn: h.rsn,
@@ -198,7 +201,7 @@ impl QpShared {
                 len: h.msg_len,
                 remote: h.remote,
                 atomic: h.atomic,
-                solicited: h.common.flags & flags::SOLICITED != 0,
+                solicited,
             };
         }
         Ok(true)

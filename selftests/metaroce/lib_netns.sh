@@ -294,13 +294,6 @@ __integrity_show() {
 	while IFS= read -r l; do ktap_info "$1: $l"; done
 }
 
-# integrity_point NAME pass|fail ARGS...: one run of mr-integrity between
-# the namespaces (server in A, client in B), which must pass, or must fail
-# with a byte named. With INTEGRITY_TODO=REASON and INTEGRITY_TODO_IF=ERE
-# set, a run that should pass and fails with output matching ERE is a known
-# deviation of the device (rdma_rxe): "# TODO REASON: <the first line that
-# matched>"; any other failure fails. (The programs' output is scanned
-# before it is removed.)
 integrity_point() {
 	local name=$1 expect=$2 t0=$SECONDS src crc spid ok=0 dir
 	shift 2
@@ -326,11 +319,6 @@ integrity_point() {
 			grep -q "FAIL qp=.*byte\|FAIL qp=.*value" \
 				"$dir/client" "$dir/server" && ok=1
 	fi
-	local known=
-	if [ "$ok" = 0 ] && [ "$expect" = pass ] && [ -n "${INTEGRITY_TODO:-}" ]; then
-		known=$(grep -hE "${INTEGRITY_TODO_IF:-^$.}" "$dir/client" \
-			"$dir/server" | head -n 1)
-	fi
 	if [ "$ok" = 0 ] || [ "$expect" != pass ]; then
 		grep -h "FAIL\|note" "$dir/client" | head -n 8 | __integrity_show client
 		grep -h "FAIL\|note" "$dir/server" | head -n 8 | __integrity_show server
@@ -338,8 +326,6 @@ integrity_point() {
 	rm -rf "$dir"
 	if [ "$ok" = 1 ]; then
 		ktap_ok "$name"
-	elif [ -n "$known" ]; then
-		ktap_todo "$name" "$INTEGRITY_TODO: $known"
 	else
 		ktap_fail "$name"
 	fi

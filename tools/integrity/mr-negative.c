@@ -592,7 +592,9 @@ static void cs_create(struct cs *s)
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	if (!D.is_server && s->n == C_WR_BATCH) {
-		/* wr_batch_all_or_nothing: for the ibv_wr_* calls */
+		/* wr_batch_all_or_nothing: for the ibv_wr_* calls, with
+		 * room for its 64 inline bytes */
+		ia.cap.max_inline_data = 64;
 		struct ibv_qp_init_attr_ex ax = {
 			.send_cq = ia.send_cq, .recv_cq = ia.recv_cq,
 			.cap = ia.cap, .qp_type = ia.qp_type, .pd = D.pd,
@@ -1885,8 +1887,10 @@ static int client_cq_resize(struct cs *s)
 }
 
 /* wr_batch_all_or_nothing: a batch of N Writes of 1 byte to the target's
- * byte 1024 on, each built by SET (SGE list, inline, ...) or plain. Returns
- * what ibv_wr_complete (or 0 after ibv_wr_abort) returned. */
+ * byte 1024 on, the last built by SET (SGE list, inline, ...), the others
+ * plain (so that a check the provider misses leaves them posted, which the
+ * case sees). Returns what ibv_wr_complete (or 0 after ibv_wr_abort)
+ * returned. */
 static int wr_batch(struct cs *s, struct ibv_qp_ex *x, int n, bool abort,
 		    void (*set)(struct cs *s, struct ibv_qp_ex *x))
 {
@@ -1897,7 +1901,7 @@ static int wr_batch(struct cs *s, struct ibv_qp_ex *x, int n, bool abort,
 		x->wr_id = 0x100 + (uint64_t)i;
 		x->wr_flags = IBV_SEND_SIGNALED;
 		ibv_wr_rdma_write(x, (uint32_t)t[5], t[3] + 1024 + (uint64_t)i);
-		if (set)
+		if (set && i == n - 1)
 			set(s, x);
 		else
 			ibv_wr_set_sge(x, s->mr[0]->lkey,
@@ -1987,11 +1991,11 @@ static int client_wr_batch(struct cs *s)
 		vfail(&s->v, "a batch of %u Writes, one more than the send "
 		      "queue holds, was accepted", wr_cap.max_send_wr + 1);
 	if (wr_cap.max_send_sge < 64 &&
-	    !wr_batch(s, x, 1, false, set_too_many_sges))
+	    !wr_batch(s, x, 2, false, set_too_many_sges))
 		vfail(&s->v, "a Write with %u SGEs (%u granted) was accepted",
 		      wr_cap.max_send_sge + 1, wr_cap.max_send_sge);
 	if (wr_cap.max_inline_data < 4096 &&
-	    !wr_batch(s, x, 1, false, set_too_much_inline))
+	    !wr_batch(s, x, 2, false, set_too_much_inline))
 		vfail(&s->v, "a Write with %u inline bytes (%u granted) was "
 		      "accepted", wr_cap.max_inline_data + 1,
 		      wr_cap.max_inline_data);
