@@ -15,6 +15,7 @@ mod ready;
 mod requester;
 mod responder;
 mod shared;
+mod srq;
 mod state;
 mod telemetry;
 mod transport_kunit;

@@ -140,6 +140,9 @@ impl<T: DeviceOps> Adapter<T> {
             attr.max_cqe = a.max_cqe;
             attr.max_mr = a.max_mr;
             attr.max_pd = a.max_pd;
+            attr.max_srq = a.max_srq;
+            attr.max_srq_wr = a.max_srq_wr;
+            attr.max_srq_sge = a.max_srq_sge;
             attr.max_qp_rd_atom = a.max_rd_atom;
             attr.max_qp_init_rd_atom = a.max_rd_atom;
             attr.max_res_rd_atom = a.max_rd_atom * a.max_qp;

@@ -154,6 +154,7 @@ impl<T: DeviceOps> DeviceSet<T> {
             for cmd in [
                 bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
                 bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV,
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV,
                 bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ,
                 bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
             ] {

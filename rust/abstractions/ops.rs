@@ -14,7 +14,7 @@ use super::{
     sync::SpinLockBh,
     types::{
         Access, CounterDesc, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable, QpCreate,
-        QpModify, QpQuery, RecvWr, SendWr, Wc,
+        QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify, Wc,
     },
 };
 use kernel::{
@@ -84,6 +84,8 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     type Mr: Send + Sync;
     /// Data of a queue pair.
     type Qp: Send + Sync;
+    /// Data of a shared receive queue.
+    type Srq: Send + Sync;
 
     /// A process opened the device; `udata` takes the ABI's response.
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata) -> Result<Self::Ucontext>;
@@ -121,10 +123,26 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     ) -> Result<(Self::Mr, MrKeys)>;
     /// Deregisters a memory region; its data is dropped right after.
     fn dereg_mr(mr: &Self::Mr);
+    /// Creates a shared receive queue in `pd` of the sizes in `attr` (the
+    /// driver writes back what it grants) whose limit event is `events`.
+    fn create_srq(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        attr: &mut SrqAttr,
+        events: Arc<SrqEvents>,
+    ) -> Result<Self::Srq>;
+    /// Resizes an SRQ or arms its limit.
+    fn modify_srq(srq: &Self::Srq, m: &SrqModify) -> Result;
+    /// Reports an SRQ's sizes and armed limit.
+    fn query_srq(srq: &Self::Srq) -> SrqAttr;
+    /// An SRQ is about to be freed (no QP uses it any more).
+    fn destroy_srq(srq: &Self::Srq);
+    /// Posts one receive work request to an SRQ.
+    fn post_srq_recv(srq: &Self::Srq, wr: &RecvWr) -> Result;
     /// Creates a QP; returns its data and its number.
     fn create_qp(
         dev: &Device<Self>,
-        req: &mut QpCreate<'_, Self::Pd, Self::Cq>,
+        req: &mut QpCreate<'_, Self::Pd, Self::Cq, Self::Srq>,
     ) -> Result<(Self::Qp, u32)>;
     /// Changes a QP's attributes and state.
     fn modify_qp(qp: &Self::Qp, m: &QpModify) -> Result;
@@ -256,15 +274,47 @@ impl<T: DeviceOps> Device<T> {
 /// raise from any context until the CQ is destroyed; afterwards raising
 /// does nothing.
 pub(crate) struct CqEvents {
-    pub(super) cq: Pin<KBox<SpinLockBh<Target>>>,
+    pub(super) cq: Pin<KBox<SpinLockBh<Target<bindings::ib_cq>>>>,
 }
 
-/// The CQ whose handler [`CqEvents`] calls; null once the CQ is destroyed.
-pub(super) struct Target(pub(super) *mut bindings::ib_cq);
+/// The object (a CQ, an SRQ) whose handlers [`CqEvents`] or [`SrqEvents`]
+/// call; null once the object is destroyed.
+pub(super) struct Target<T>(pub(super) *mut T);
 
-// SAFETY: The pointer is only used under the lock, and only while the CQ lives
-// (`destroy_cq` clears it first).
-unsafe impl Send for Target {}
+// SAFETY: The pointer is only used under the lock, and only while the object
+// lives (`destroy_cq` and `destroy_srq` clear it first).
+unsafe impl<T> Send for Target<T> {}
+
+/// The limit event of one shared receive queue (`srq->event_handler`,
+/// `IB_EVENT_SRQ_LIMIT_REACHED`), which the driver may raise from process
+/// context until the SRQ is destroyed; afterwards raising does nothing.
+pub(crate) struct SrqEvents {
+    pub(super) srq: Pin<KBox<SpinLockBh<Target<bindings::ib_srq>>>>,
+}
+
+impl SrqEvents {
+    /// Calls the SRQ's asynchronous event handler with
+    /// `IB_EVENT_SRQ_LIMIT_REACHED`, unless the SRQ has been destroyed.
+    pub(crate) fn limit_reached(&self) {
+        let t = self.srq.lock();
+        if t.0.is_null() {
+            return;
+        }
+        // SAFETY: The SRQ is live while the pointer is set (cleared under
+        // this lock before `destroy_srq` returns); the core set `device`,
+        // `event_handler` and `srq_context` before the driver's create
+        // operation ran.
+        unsafe {
+            raise(
+                (*t.0).event_handler,
+                (*t.0).device,
+                bindings::ib_event__bindgen_ty_1 { srq: t.0 },
+                bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+                (*t.0).srq_context,
+            )
+        }
+    }
+}
 
 impl CqEvents {
     /// Calls the CQ's completion handler, unless the CQ has been destroyed.
@@ -294,19 +344,43 @@ impl CqEvents {
         }
         // SAFETY: The CQ is live while the pointer is set (as in `fire`);
         // the core set `device`, `event_handler` and `cq_context` when it
-        // created the CQ, before the driver's create operation ran. The
-        // event lives on this stack for the call; handlers copy what they
-        // keep (uverbs queues the element's user handle).
+        // created the CQ, before the driver's create operation ran.
         unsafe {
-            if let Some(handler) = (*t.0).event_handler {
-                let mut ev = bindings::ib_event {
-                    device: (*t.0).device,
-                    element: bindings::ib_event__bindgen_ty_1 { cq: t.0 },
-                    event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
-                };
-                handler(&mut ev, (*t.0).cq_context);
-            }
+            raise(
+                (*t.0).event_handler,
+                (*t.0).device,
+                bindings::ib_event__bindgen_ty_1 { cq: t.0 },
+                bindings::ib_event_type_IB_EVENT_CQ_ERR,
+                (*t.0).cq_context,
+            )
         }
+    }
+}
+
+/// Calls an object's asynchronous event `handler`, if it has one, with an
+/// event of `kind` on `element` of `device`. The event lives on this stack
+/// for the call; handlers copy what they keep (uverbs queues the element's
+/// user handle).
+///
+/// # Safety
+///
+/// `handler`, `device`, `element` and `context` must be those the core set
+/// on a live object, which stays live for the call.
+unsafe fn raise(
+    handler: Option<unsafe extern "C" fn(*mut bindings::ib_event, *mut c_void)>,
+    device: *mut bindings::ib_device,
+    element: bindings::ib_event__bindgen_ty_1,
+    kind: bindings::ib_event_type,
+    context: *mut c_void,
+) {
+    if let Some(handler) = handler {
+        let mut ev = bindings::ib_event {
+            device,
+            element,
+            event: kind,
+        };
+        // SAFETY: Per the safety requirements; `ev` is valid for the call.
+        unsafe { handler(&mut ev, context) };
     }
 }
 

@@ -151,6 +151,10 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_pd: i32,
     /// Most outstanding RDMA Reads and atomics per QP.
     pub(crate) max_rd_atom: i32,
+    /// Most shared receive queues, receives per SRQ, elements per receive.
+    pub(crate) max_srq: i32,
+    pub(crate) max_srq_wr: i32,
+    pub(crate) max_srq_sge: i32,
 }
 
 /// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
@@ -529,7 +533,7 @@ pub(crate) struct QpQuery {
 
 /// What the driver is told when a QP is created. `Pd` and `Cq` are the
 /// driver's data of protection domains and CQs (`DeviceOps::Pd`, `DeviceOps::Cq`).
-pub(crate) struct QpCreate<'a, Pd, Cq> {
+pub(crate) struct QpCreate<'a, Pd, Cq, Srq> {
     /// Reliable connected (the only type so far).
     pub(crate) rc: bool,
     /// Requested sizes; the driver writes back what it grants.
@@ -541,12 +545,31 @@ pub(crate) struct QpCreate<'a, Pd, Cq> {
     /// The CQs' data.
     pub(crate) send_cq: &'a Cq,
     pub(crate) recv_cq: &'a Cq,
+    /// The shared receive queue its receives come from, if any.
+    pub(crate) srq: Option<&'a Srq>,
     /// Created by a user process.
     pub(crate) user: bool,
     /// Created by a kernel consumer: the memory its work requests name.
     pub(crate) kernel: Option<KernelMemory>,
     /// The identity to put in completions.
     pub(crate) id: QpId,
+}
+
+/// The sizes of a shared receive queue (`struct ib_srq_attr`): requested
+/// at creation, granted back; `limit` is the armed limit (0: not armed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SrqAttr {
+    pub(crate) max_wr: u32,
+    pub(crate) max_sge: u32,
+    pub(crate) limit: u32,
+}
+
+/// A change to a shared receive queue (`modify_srq`): a new size, a limit
+/// to arm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SrqModify {
+    pub(crate) max_wr: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 /// What the driver says about a new memory region.

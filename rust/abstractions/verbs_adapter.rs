@@ -15,10 +15,10 @@
 use super::{
     bindings,
     memory::{KernelMemory, Umem},
-    ops::{no_input, udata, CqEvents, Device, DeviceOps, Target},
+    ops::{no_input, udata, CqEvents, Device, DeviceOps, SrqEvents, Target},
     types::{
         eopnotsupp, Access, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, RecvWr, SendOp,
-        SendWr, Sge, Wc, WcOpcode, WcStatus, MAX_SGE,
+        SendWr, Sge, SrqAttr, SrqModify, Wc, WcOpcode, WcStatus, MAX_SGE,
     },
 };
 use crate::new_spinlock_bh;
@@ -100,6 +100,14 @@ pub(crate) struct VerbsAdapter<T: DeviceOps>(core::marker::PhantomData<T>);
 
 pub(super) type CqObj<T> = Obj<bindings::ib_cq, CqData<<T as DeviceOps>::Cq>>;
 
+/// Driver data of a shared receive queue, with the adapter's event target.
+pub(crate) struct SrqData<D> {
+    events: Arc<SrqEvents>,
+    data: D,
+}
+
+type SrqObj<T> = Obj<bindings::ib_srq, SrqData<<T as DeviceOps>::Srq>>;
+
 impl<D> CqData<D> {
     /// The driver's data of the CQ.
     pub(super) fn data(&self) -> &D {
@@ -119,6 +127,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.size_ib_pd = size_of::<Obj<bindings::ib_pd, T::Pd>>();
         ops.size_ib_cq = size_of::<CqObj<T>>();
         ops.size_ib_qp = size_of::<Obj<bindings::ib_qp, T::Qp>>();
+        ops.size_ib_srq = size_of::<SrqObj<T>>();
         ops.alloc_ucontext = Some(Self::alloc_ucontext);
         ops.dealloc_ucontext = Some(Self::dealloc_ucontext);
         ops.alloc_pd = Some(Self::alloc_pd);
@@ -131,6 +140,11 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.reg_user_mr = Some(Self::reg_user_mr);
         ops.get_dma_mr = Some(Self::get_dma_mr);
         ops.dereg_mr = Some(Self::dereg_mr);
+        ops.create_srq = Some(Self::create_srq);
+        ops.modify_srq = Some(Self::modify_srq);
+        ops.query_srq = Some(Self::query_srq);
+        ops.destroy_srq = Some(Self::destroy_srq);
+        ops.post_srq_recv = Some(Self::post_srq_recv);
         ops.create_qp = Some(Self::create_qp);
         ops.modify_qp = Some(Self::modify_qp);
         ops.query_qp = Some(Self::query_qp);
@@ -402,9 +416,11 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             no_input(ud)?;
             // SAFETY: The core passes valid pointers; `pd` and the CQs belong to
             // this device and outlive the QP (the core holds references).
-            let (dev, init_ref, pd, scq, rcq, user) = unsafe {
+            // An SRQ given is of this device too, and outlives the QP
+            // (the core counts its users and refuses to destroy it first).
+            let (dev, init_ref, pd, scq, rcq, srq, user) = unsafe {
                 let i = &*init;
-                if i.send_cq.is_null() || i.recv_cq.is_null() || !i.srq.is_null() {
+                if i.send_cq.is_null() || i.recv_cq.is_null() {
                     return Err(EINVAL);
                 }
                 (
@@ -413,6 +429,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                     &Obj::<bindings::ib_pd, T::Pd>::from_raw((*qp).pd).data,
                     &CqObj::<T>::from_raw(i.send_cq).data.data,
                     &CqObj::<T>::from_raw(i.recv_cq).data.data,
+                    (!i.srq.is_null()).then(|| &SrqObj::<T>::from_raw(i.srq).data.data),
                     !(*qp).uobject.is_null() || !ud.is_null(),
                 )
             };
@@ -420,7 +437,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 return Err(eopnotsupp());
             }
             let c = &init_ref.cap;
-            let mut req = QpCreate::<T::Pd, T::Cq> {
+            let mut req = QpCreate::<T::Pd, T::Cq, T::Srq> {
                 rc: init_ref.qp_type == bindings::ib_qp_type_IB_QPT_RC,
                 caps: QpCaps {
                     max_send_wr: c.max_send_wr,
@@ -433,6 +450,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 pd,
                 send_cq: scq,
                 recv_cq: rcq,
+                srq,
                 user,
                 kernel: (!user).then_some(KernelMemory(())),
                 id: QpId(qp),
@@ -632,30 +650,148 @@ impl<T: DeviceOps> VerbsAdapter<T> {
     ) -> c_int {
         // SAFETY: Initialised by `create_qp`.
         let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
-        let mut cur = wr;
-        while !cur.is_null() {
-            // SAFETY: The chain is valid.
-            let w = unsafe { &*cur };
-            let r = sges(w.sg_list, w.num_sge).and_then(|(sge, num_sge)| {
-                T::post_recv(
-                    &obj.data,
-                    &RecvWr {
-                        // SAFETY: `wr_id` is the union member verbs users set.
-                        wr_id: unsafe { w.__bindgen_anon_1.wr_id },
-                        sge,
-                        num_sge,
-                    },
+        // SAFETY: The core passes a valid chain and `bad`.
+        unsafe { post_recv_chain(wr, bad, |w| T::post_recv(&obj.data, w)) }
+    }
+
+    unsafe extern "C" fn create_srq(
+        srq: *mut bindings::ib_srq,
+        init: *mut bindings::ib_srq_init_attr,
+        ud: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            no_input(ud)?;
+            // SAFETY: The core passes valid pointers and set `device` and
+            // `pd` (a PD of this device, which outlives the SRQ).
+            let (dev, pd, init) = unsafe {
+                (
+                    Self::dev((*srq).device),
+                    &Obj::<bindings::ib_pd, T::Pd>::from_raw((*srq).pd).data,
+                    &mut *init,
                 )
-            });
-            if let Err(e) = r {
-                // SAFETY: `bad` is valid for writes.
-                unsafe { *bad = cur };
-                return e.to_errno();
+            };
+            if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+                return Err(eopnotsupp());
             }
-            cur = w.next;
-        }
+            let mut attr = SrqAttr {
+                max_wr: init.attr.max_wr,
+                max_sge: init.attr.max_sge,
+                limit: init.attr.srq_limit,
+            };
+            let events = Arc::new(
+                SrqEvents {
+                    srq: KBox::pin_init(
+                        new_spinlock_bh!(Target(srq), "metaroce_srq_events"),
+                        GFP_KERNEL,
+                    )?,
+                },
+                GFP_KERNEL,
+            )?;
+            let data = T::create_srq(dev, pd, &mut attr, events.clone())?;
+            // The core and uverbs read the granted sizes back.
+            init.attr.max_wr = attr.max_wr;
+            init.attr.max_sge = attr.max_sge;
+            // SAFETY: The core allocated `size_ib_srq` bytes for it.
+            unsafe { Obj::init(srq, SrqData { events, data }) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn modify_srq(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        ud: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            no_input(ud)?;
+            let known =
+                bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
+            if mask & !known != 0 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Initialised by `create_srq`; `attr` is valid.
+            let (obj, a) = unsafe { (SrqObj::<T>::from_raw(srq), &*attr) };
+            let m = SrqModify {
+                max_wr: (mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0).then_some(a.max_wr),
+                limit: (mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0).then_some(a.srq_limit),
+            };
+            T::modify_srq(&obj.data.data, &m)?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn query_srq(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+    ) -> c_int {
+        // SAFETY: Initialised by `create_srq`; `attr` is valid for writes.
+        let (obj, out) = unsafe { (SrqObj::<T>::from_raw(srq), &mut *attr) };
+        let a = T::query_srq(&obj.data.data);
+        out.max_wr = a.max_wr;
+        out.max_sge = a.max_sge;
+        out.srq_limit = a.limit;
         0
     }
+
+    unsafe extern "C" fn destroy_srq(
+        srq: *mut bindings::ib_srq,
+        _ud: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: Initialised by `create_srq`; the core destroys an SRQ only
+        // when no QP uses it.
+        let obj = unsafe { SrqObj::<T>::from_raw(srq) };
+        obj.events.srq.lock().0 = core::ptr::null_mut();
+        T::destroy_srq(&obj.data.data);
+        // SAFETY: Not used after this.
+        unsafe { SrqObj::<T>::drop_data(srq) };
+        0
+    }
+
+    unsafe extern "C" fn post_srq_recv(
+        srq: *mut bindings::ib_srq,
+        wr: *const bindings::ib_recv_wr,
+        bad: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        // SAFETY: Initialised by `create_srq`.
+        let obj = unsafe { SrqObj::<T>::from_raw(srq) };
+        // SAFETY: The core passes a valid chain and `bad`.
+        unsafe { post_recv_chain(wr, bad, |w| T::post_srq_recv(&obj.data.data, w)) }
+    }
+}
+
+/// Posts each receive of the chain `wr` with `post`; on the first failure
+/// points `bad` at it and returns its error.
+///
+/// # Safety
+///
+/// `wr` must be a valid chain of receive work requests (null-terminated) and
+/// `bad` valid for writes.
+unsafe fn post_recv_chain(
+    wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+    post: impl Fn(&RecvWr) -> Result,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: The chain is valid (per the safety requirements).
+        let w = unsafe { &*cur };
+        let r = sges(w.sg_list, w.num_sge).and_then(|(sge, num_sge)| {
+            post(&RecvWr {
+                // SAFETY: `wr_id` is the union member verbs users set.
+                wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+                sge,
+                num_sge,
+            })
+        });
+        if let Err(e) = r {
+            // SAFETY: `bad` is valid for writes.
+            unsafe { *bad = cur };
+            return e.to_errno();
+        }
+        cur = w.next;
+    }
+    0
 }
 
 fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<([Sge; MAX_SGE], usize)> {

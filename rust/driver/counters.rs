@@ -60,11 +60,12 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"drop_ack"),
     CounterDesc::new(c"drop_nak"),
     CounterDesc::new(c"drop_hello"),
-    // One per refusal (NAK code 1 to 4).
+    // One per refusal (NAK code 1 to 5).
     CounterDesc::new(c"refused_remote_access"),
     CounterDesc::new(c"refused_invalid_request"),
     CounterDesc::new(c"refused_rnr"),
     CounterDesc::new(c"refused_remote_operation"),
+    CounterDesc::new(c"refused_no_qp"),
 ];
 
 /// The counts of connections that were reset or dropped, and how many times

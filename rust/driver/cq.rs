@@ -136,11 +136,12 @@ impl Drop for Cq {
     }
 }
 
-/// An empty ring of `cqe` slots, charged to the calling process's memory
-/// cgroup; virtually contiguous when large (a CQ of 65536 is 2.5 MiB).
-fn ring_slots(cqe: u32) -> Result<KVVec<Option<Wc>>> {
-    let mut slots = KVVec::with_capacity(cqe as usize, GFP_KERNEL_ACCOUNT)?;
-    for _ in 0..cqe {
+/// An empty ring of `n` slots (of a CQ, an SRQ), charged to the calling
+/// process's memory cgroup; virtually contiguous when large (a CQ of 65536
+/// is 2.5 MiB).
+pub(super) fn ring_slots<T>(n: u32) -> Result<KVVec<Option<T>>> {
+    let mut slots = KVVec::with_capacity(n as usize, GFP_KERNEL_ACCOUNT)?;
+    for _ in 0..n {
         slots.push(None, GFP_KERNEL_ACCOUNT)?;
     }
     Ok(slots)

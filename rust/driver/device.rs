@@ -11,6 +11,7 @@ use super::{
     rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
     shared::{Mr, Pd, MAX_QPS},
+    srq::{Srq, MAX_SRQ_WR},
     state::Shared,
     telemetry::{self, Telemetry},
 };
@@ -18,10 +19,11 @@ use crate::abstractions::{
     memory::{KernelMemory, Umem},
     net::NetPorts,
     netdev::NetDevice,
-    ops::{CqEvents, Device, DeviceOps, ResAttrs, Udata},
+    ops::{CqEvents, Device, DeviceOps, ResAttrs, SrqEvents, Udata},
     types::{
         Access, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
-        PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, Wc,
+        PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify,
+        Wc,
     },
 };
 use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
@@ -187,6 +189,9 @@ impl DeviceOps for MetaroceDevice {
             max_mr: MAX_MRS as i32,
             max_pd: 1 << 16,
             max_rd_atom: MAX_RD_ATOMIC.into(),
+            max_srq: 1 << 16,
+            max_srq_wr: MAX_SRQ_WR as i32,
+            max_srq_sge: MAX_SGE as i32,
         })
     }
 
@@ -234,6 +239,7 @@ impl DeviceOps for MetaroceDevice {
     type Cq = Cq;
     type Mr = Mr;
     type Qp = Qp;
+    type Srq = Srq;
 
     fn alloc_ucontext(_dev: &Device<Self>, udata: &mut Udata) -> Result<()> {
         // struct metaroce_alloc_ucontext_resp, native byte order.
@@ -332,7 +338,30 @@ impl DeviceOps for MetaroceDevice {
         mr.dev.dereg_mr(mr.key);
     }
 
-    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Pd, Cq>) -> Result<(Qp, u32)> {
+    fn create_srq(
+        _dev: &Device<Self>,
+        pd: &Pd,
+        attr: &mut SrqAttr,
+        events: Arc<SrqEvents>,
+    ) -> Result<Srq> {
+        Srq::new(pd.id, attr, events)
+    }
+
+    fn modify_srq(srq: &Srq, m: &SrqModify) -> Result {
+        srq.modify(m)
+    }
+
+    fn query_srq(srq: &Srq) -> SrqAttr {
+        srq.query()
+    }
+
+    fn destroy_srq(_srq: &Srq) {}
+
+    fn post_srq_recv(srq: &Srq, wr: &RecvWr) -> Result {
+        srq.post_recv(wr)
+    }
+
+    fn create_qp(dev: &Device<Self>, req: &mut QpCreate<'_, Pd, Cq, Srq>) -> Result<(Qp, u32)> {
         Qp::create(&dev.shared, req)
     }
 

@@ -366,14 +366,19 @@ impl Peer {
                 continue;
             };
             let mut st = qp.st.lock();
-            st.proven = true;
+            // "No queue pair" proves the peer QP is not there.
+            let gone = c.error == Some(NakCode::NoQueuePair);
+            st.proven |= !gone;
             if c.stream & 1 == 1 {
                 st.owed.retain(|o| o.msn != c.msn);
             } else if let Some(e) = sq_index(&st.sq, c.msn)
                 .and_then(|i| st.sq.get_mut(i))
-                .filter(|e| e.done.is_none())
+                .filter(|e| e.done.is_none() && !e.gone)
             {
-                e.done = Some(c.error);
+                // A request to a QP that is gone stays unfinished until
+                // the QP's patience has passed (`check_alive`).
+                e.gone = gone;
+                e.done = (!gone).then_some(c.error);
                 e.delivered_at = now_ns();
                 e.passed_at = 0;
             }
@@ -444,8 +449,9 @@ impl Peer {
                     }
                     (v, answered)
                 }
-                // No such queue pair (any more) on this host.
-                None => (Err(NakCode::InvalidRequest), None),
+                // No such queue pair (any more) on this host: the sender
+                // treats it as a peer QP that never answers.
+                None => (Err(NakCode::NoQueuePair), None),
             };
             if let Some(posted) = answered {
                 ps.answered_at = now;
@@ -503,6 +509,9 @@ impl Peer {
             // later, whatever order the ACKs told), this one was passed
             // over and the clock runs.
             let unanswered = st.sq.first_mut().is_some_and(|e| {
+                if e.gone {
+                    return now.saturating_sub(e.delivered_at) >= p;
+                }
                 if e.done != Some(None) || e.resp.is_none() || e.resp_done {
                     return false;
                 }

@@ -9,6 +9,7 @@ use super::{
     rd_atomic::{Initiator, Target, MAX_RD_ATOMIC},
     requester::MAX_INLINE,
     shared::{Pd, QPN_MASK},
+    srq::Srq,
     state::{
         requests, responses, wc_opcode, Ipv4, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream,
     },
@@ -65,7 +66,10 @@ impl Drop for Qp {
 }
 
 impl Qp {
-    pub(crate) fn create(dev: &Arc<Shared>, req: &mut QpCreate<'_, Pd, Cq>) -> Result<(Self, u32)> {
+    pub(crate) fn create(
+        dev: &Arc<Shared>,
+        req: &mut QpCreate<'_, Pd, Cq, Srq>,
+    ) -> Result<(Self, u32)> {
         if !req.rc {
             return Err(eopnotsupp());
         }
@@ -79,9 +83,15 @@ impl Qp {
             return Err(EINVAL);
         }
         c.max_send_wr = c.max_send_wr.max(1);
-        c.max_recv_wr = c.max_recv_wr.max(1);
         c.max_send_sge = MAX_SGE;
-        c.max_recv_sge = MAX_SGE;
+        if req.srq.is_some() {
+            // Its receives come from the SRQ: it has no receive queue.
+            c.max_recv_wr = 0;
+            c.max_recv_sge = 0;
+        } else {
+            c.max_recv_wr = c.max_recv_wr.max(1);
+            c.max_recv_sge = MAX_SGE;
+        }
         c.max_inline_data = MAX_INLINE;
         let verbs = KBox::pin_init(new_mutex!((), "metaroce_qp_verbs"), GFP_KERNEL_ACCOUNT)?;
         let qpn = dev.alloc_qpn()?;
@@ -94,10 +104,17 @@ impl Qp {
 
     fn new_node(
         dev: &Arc<Shared>,
-        req: &mut QpCreate<'_, Pd, Cq>,
+        req: &mut QpCreate<'_, Pd, Cq, Srq>,
         qpn: u32,
     ) -> Result<Arc<QpShared>> {
         let c = &req.caps;
+        // With an SRQ, the receives it takes: at most one per message the
+        // stream has outstanding (responder.rs `take_shared`), so taking
+        // one never allocates in softirq.
+        let rq_room = match req.srq {
+            Some(_) => MAX_OUTSTANDING as usize,
+            None => c.max_recv_wr as usize,
+        };
         // What a process creates is charged to its memory cgroup. The
         // larger parts are allocated one by one, not built on the stack.
         let rstream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
@@ -119,6 +136,7 @@ impl Qp {
                 dev: dev.clone(),
                 scq: req.send_cq.inner.clone(),
                 rcq: req.recv_cq.inner.clone(),
+                srq: req.srq.map(|s| s.inner.clone()),
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         QpInner {
@@ -139,7 +157,7 @@ impl Qp {
                             sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?,
                             next_msn: 0,
                             next_rsn: 0,
-                            rq: KVec::with_capacity(c.max_recv_wr as usize, GFP_KERNEL_ACCOUNT)?,
+                            rq: KVec::with_capacity(rq_room, GFP_KERNEL_ACCOUNT)?,
                             rq_base: 0,
                             rstream,
                             rx,
@@ -532,6 +550,10 @@ impl Qp {
 
     pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result {
         let n = &self.node;
+        if n.srq.is_some() {
+            // Its receives are posted to the SRQ.
+            return Err(EINVAL);
+        }
         let mut st = n.st.lock();
         if st.state == QpState::Reset {
             return Err(EINVAL);

@@ -54,6 +54,9 @@ fn nak_status(code: NakCode) -> WcStatus {
         NakCode::RemoteAccess => WcStatus::RemAccessErr,
         NakCode::InvalidRequest => WcStatus::RemInvReqErr,
         NakCode::ReceiverNotReady | NakCode::RemoteOperation => WcStatus::RemOpErr,
+        // Held until the QP's patience passes (`SqEntry::gone`), then
+        // failed as a request the peer never answered.
+        NakCode::NoQueuePair => WcStatus::RetryExcErr,
     }
 }
 
@@ -376,6 +379,7 @@ impl QpShared {
                 resp_done: false,
                 delivered_at: 0,
                 passed_at: 0,
+                gone: false,
             },
             GFP_ATOMIC,
         )?;
@@ -446,6 +450,7 @@ mod tests {
             resp_done: false,
             delivered_at: 0,
             passed_at: 0,
+            gone: false,
         }
     }
 

@@ -69,7 +69,8 @@ impl QpShared {
         bytes: &[u8],
     ) -> Result<bool, NakCode> {
         if st.dead || st.peer.is_none() {
-            return Err(NakCode::InvalidRequest);
+            // Destroyed, or reset: as if it were not there.
+            return Err(NakCode::NoQueuePair);
         }
         if !matches!(st.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             // In the error state nothing is placed: every request fails.
@@ -119,6 +120,9 @@ impl QpShared {
             Ok(()) => {}
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
+        }
+        if matches!(h.opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm) {
+            self.take_shared(st, h.rsn);
         }
         let tables = self.dev.tables.lock();
         // The target region of a remote access, checked for `right` on both
@@ -180,7 +184,9 @@ impl QpShared {
                     st.fatal = Some((d, WcStatus::LocLenErr));
                     return Err(NakCode::InvalidRequest);
                 }
-                scatter(rwr.sges(), self.pd, &tables.mrs, h.offset, bytes)
+                // A receive taken from an SRQ names buffers of the SRQ's PD.
+                let pd = self.srq.as_ref().map_or(self.pd, |q| q.pd);
+                scatter(rwr.sges(), pd, &tables.mrs, h.offset, bytes)
                     .ok_or(NakCode::InvalidRequest)?;
             }
             Opcode::ReadResp => return Err(NakCode::InvalidRequest),
@@ -205,6 +211,26 @@ impl QpShared {
             };
         }
         Ok(true)
+    }
+
+    /// With an SRQ: takes its oldest receives into the QP's own queue, in
+    /// order, until the receive that number `rsn` names is there (or the
+    /// SRQ is empty, which `posted_receive` then reports). A receive number
+    /// out of range takes nothing. The receives taken before that one
+    /// belong to messages the peer sent earlier, which consume them when
+    /// they arrive (or are flushed with the QP); at most `MAX_OUTSTANDING`
+    /// are taken, for which the queue has room from creation.
+    fn take_shared(&self, st: &mut QpInner, rsn: u8) {
+        let Some(srq) = self.srq.as_ref() else { return };
+        let Some(d) = receive_slot(st.rq_base, rsn) else {
+            return;
+        };
+        while st.rq.len() <= d {
+            let Some(wr) = srq.take() else { return };
+            if st.rq.push(wr, GFP_ATOMIC).is_err() {
+                return;
+            }
+        }
     }
 
     /// Performs an atomic on the target and returns the value found. The

@@ -22,8 +22,8 @@
 //! receive callback and the peer's timer run in softirq. Every piece of state
 //! they share sits behind a `spin_lock_bh` lock. Lock order (three levels,
 //! Documentation/verbs.md): a peer, then a QP, then one leaf lock (the
-//! device's tables, a CQ's ring, a peer's ready ring, a port), never two
-//! leaves at once.
+//! device's tables, a CQ's ring, an SRQ's ring, a peer's ready ring, a
+//! port), never two leaves at once.
 //!
 //! `NetPort<Shared>` and `Timer<Peer>` need `Shared: UdpHandler` (shared.rs)
 //! and `Peer: TimerHandler` (peer.rs): those trait implementations are how the
@@ -35,6 +35,7 @@ use super::{
     mr::{MrTable, PdId},
     rd_atomic::{Initiator, Target},
     ready::ReadyRing,
+    srq::SrqShared,
 };
 use crate::abstractions::{
     memory::KernelMemory,
@@ -201,6 +202,9 @@ pub(crate) struct QpShared {
     pub(super) dev: Arc<Shared>,
     pub(super) scq: Arc<CqShared>,
     pub(super) rcq: Arc<CqShared>,
+    /// The shared receive queue its receives come from (srq.rs): then `rq`
+    /// holds only the receives taken from it for messages that arrived.
+    pub(super) srq: Option<Arc<SrqShared>>,
     pub(super) st: Pin<KBox<SpinLockBh<QpInner>>>,
 }
 
@@ -232,6 +236,12 @@ pub(super) struct SqEntry {
     /// connection after this one was delivered (0: not yet): from then its
     /// patience runs whatever else the peer answers.
     pub(super) passed_at: u64,
+    /// The peer has no QP for it (NAK "no queue pair", its QP destroyed):
+    /// it is not completed at once but fails as a request the peer never
+    /// answers, once the QP's patience has passed since `delivered_at`
+    /// (peer.rs `check_alive`), as verbs fails a request to a QP that
+    /// is gone.
+    pub(super) gone: bool,
 }
 
 /// A request that arrived, kept until it completes in order (responder.rs).

@@ -26,10 +26,12 @@ local opcodes = {
 local nak_codes = {
 	[1] = "Remote access error", [2] = "Invalid request",
 	[3] = "Receiver not ready", [4] = "Remote operation error",
+	[5] = "No queue pair",
 }
 local ack_status = {
 	[0] = "OK (progress)", [1] = "Remote access error", [2] = "Invalid request",
 	[3] = "Receiver not ready", [4] = "Remote operation error",
+	[5] = "No queue pair",
 }
 
 local f = p.fields

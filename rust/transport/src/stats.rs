@@ -87,8 +87,8 @@ impl DropReason {
 /// The number of [`DropReason`]s.
 pub const DROP_REASONS: usize = 15;
 
-/// The number of ways a message is refused (NAK codes 1 to 4).
-pub const REFUSALS: usize = 4;
+/// The number of ways a message is refused (NAK codes 1 to 5).
+pub const REFUSALS: usize = 5;
 
 /// Counters of one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -300,6 +300,10 @@ pub enum NakCode {
     ReceiverNotReady = 3,
     /// The receiver failed the operation for a reason of its own.
     RemoteOperation = 4,
+    /// No queue pair takes the stream on the receiver (it was destroyed,
+    /// or never existed): the sender treats the message as one a peer
+    /// never answers, as verbs does a request to a QP that is gone.
+    NoQueuePair = 5,
 }
 
 /// A negative acknowledgement for one message.
@@ -606,6 +610,7 @@ fn nak_code(c: u8) -> Result<NakCode, DecodeError> {
         2 => Ok(NakCode::InvalidRequest),
         3 => Ok(NakCode::ReceiverNotReady),
         4 => Ok(NakCode::RemoteOperation),
+        5 => Ok(NakCode::NoQueuePair),
         _ => Err(DecodeError::NakCode(c)),
     }
 }

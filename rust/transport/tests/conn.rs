@@ -195,7 +195,7 @@ fn dropped_datagrams_and_refusals_are_counted_by_reason() {
     assert_eq!(s.drops[DropReason::Connection as usize], 1, "{s:?}");
     assert_eq!(s.drops.iter().sum::<u64>(), 2);
     assert_eq!(s.rx_errors, 2);
-    assert_eq!(s.refused, [1, 0, 0, 0]);
+    assert_eq!(s.refused, [1, 0, 0, 0, 0]);
     // Every reason has its own index.
     let mut seen = [false; metaroce_transport::stats::DROP_REASONS];
     for e in [

@@ -787,6 +787,57 @@ static int metaroce_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+/* Shared receive queues: the receives are posted with a system call each
+ * chain, as for a QP's (POST_SRQ_RECV); the SRQ is the kernel's alone. */
+
+static struct ibv_srq *metaroce_create_srq(struct ibv_pd *pd,
+					   struct ibv_srq_init_attr *attr)
+{
+	struct ibv_create_srq cmd = {};
+	struct ib_uverbs_create_srq_resp resp = {};
+	struct verbs_srq *srq;
+	int ret;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+
+	ret = ibv_cmd_create_srq(pd, &srq->srq, attr, &cmd, sizeof(cmd),
+				 &resp, sizeof(resp));
+	if (ret) {
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	return &srq->srq;
+}
+
+static int metaroce_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			       int attr_mask)
+{
+	struct ibv_modify_srq cmd = {};
+
+	return ibv_cmd_modify_srq(srq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int metaroce_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd = {};
+
+	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+static int metaroce_destroy_srq(struct ibv_srq *ibsrq)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(ibsrq);
+	if (ret)
+		return ret;
+	free(container_of(ibsrq, struct verbs_srq, srq));
+	return 0;
+}
+
 /* Address handles: the kernel resolves the destination MAC (RoCE), so the
  * attributes go down as they are. */
 
@@ -838,21 +889,26 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.create_cq_ex = metaroce_create_cq_ex,
 	.create_qp = metaroce_create_qp,
 	.create_qp_ex = metaroce_create_qp_ex,
+	.create_srq = metaroce_create_srq,
 	.dealloc_pd = metaroce_dealloc_pd,
 	.dereg_mr = metaroce_dereg_mr,
 	.destroy_ah = metaroce_destroy_ah,
 	.destroy_cq = metaroce_destroy_cq,
 	.destroy_qp = metaroce_destroy_qp,
+	.destroy_srq = metaroce_destroy_srq,
 	.free_context = metaroce_free_context,
 	.modify_qp = metaroce_modify_qp,
+	.modify_srq = metaroce_modify_srq,
 	/* The data path: one system call each. */
 	.poll_cq = ibv_cmd_poll_cq,
 	.post_recv = ibv_cmd_post_recv,
 	.post_send = ibv_cmd_post_send,
+	.post_srq_recv = ibv_cmd_post_srq_recv,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.query_device_ex = metaroce_query_device_ex,
 	.query_port = metaroce_query_port,
 	.query_qp = metaroce_query_qp,
+	.query_srq = metaroce_query_srq,
 	.reg_mr = metaroce_reg_mr,
 	.resize_cq = metaroce_resize_cq,
 };
