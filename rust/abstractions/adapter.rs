@@ -143,6 +143,10 @@ impl<T: DeviceOps> Adapter<T> {
             attr.max_srq = a.max_srq;
             attr.max_srq_wr = a.max_srq_wr;
             attr.max_srq_sge = a.max_srq_sge;
+            if a.max_srq > 0 {
+                // `modify_srq` with IB_SRQ_MAX_WR resizes.
+                attr.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
+            }
             attr.max_qp_rd_atom = a.max_rd_atom;
             attr.max_qp_init_rd_atom = a.max_rd_atom;
             attr.max_res_rd_atom = a.max_rd_atom * a.max_qp;

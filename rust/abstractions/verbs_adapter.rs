@@ -682,10 +682,10 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 SrqEvents {
                     srq: KBox::pin_init(
                         new_spinlock_bh!(Target(srq), "metaroce_srq_events"),
-                        GFP_KERNEL,
+                        GFP_KERNEL_ACCOUNT,
                     )?,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
             let data = T::create_srq(dev, pd, &mut attr, events.clone())?;
             // The core and uverbs read the granted sizes back.

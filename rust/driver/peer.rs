@@ -582,9 +582,14 @@ impl Peer {
                         }
                         s.qp.to_error(&mut st, conn);
                     } else {
+                        // Sent again to the new incarnation, as new: a "no
+                        // queue pair" from the old one no longer counts.
                         for e in st.sq.iter_mut() {
                             e.posted = false;
                             e.done = None;
+                            e.gone = false;
+                            e.delivered_at = 0;
+                            e.passed_at = 0;
                         }
                         // Nothing of it was answered (it is not proven)
                         // and nothing is posted now: its Reads and atomics

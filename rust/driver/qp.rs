@@ -74,17 +74,19 @@ impl Qp {
             return Err(eopnotsupp());
         }
         let c = &mut req.caps;
+        // With an SRQ the receive sizes are ignored, as verbs says.
+        let own_rq = req.srq.is_none();
         if c.max_send_wr > MAX_QP_WR
-            || c.max_recv_wr > MAX_QP_WR
+            || (own_rq && c.max_recv_wr > MAX_QP_WR)
             || c.max_send_sge > MAX_SGE
-            || c.max_recv_sge > MAX_SGE
+            || (own_rq && c.max_recv_sge > MAX_SGE)
             || c.max_inline_data > MAX_INLINE
         {
             return Err(EINVAL);
         }
         c.max_send_wr = c.max_send_wr.max(1);
         c.max_send_sge = MAX_SGE;
-        if req.srq.is_some() {
+        if !own_rq {
             // Its receives come from the SRQ: it has no receive queue.
             c.max_recv_wr = 0;
             c.max_recv_sge = 0;
@@ -363,7 +365,7 @@ impl Qp {
                 self.detach();
                 let mut st = n.st.lock();
                 st.sq.clear();
-                st.rq.clear();
+                n.drop_receives(&mut st);
                 st.next_msn = 0;
                 st.next_rsn = 0;
                 st.rq_base = 0;
@@ -461,7 +463,7 @@ impl Qp {
             // the verbs object is about to go.
             st.dead = true;
             st.sq.clear();
-            st.rq.clear();
+            n.drop_receives(&mut st);
             st.owed.clear();
         }
         n.scq.purge(n.id);

@@ -13,15 +13,18 @@
 //! with another leaf, and the limit event is raised from a work item with
 //! no driver lock held.
 
-use super::{cq::ring_slots, mr::PdId, qp::MAX_SGE};
+use super::{cq::ring_slots, mr::PdId};
 use crate::abstractions::{
     net::{Timer, TimerHandler},
     ops::SrqEvents,
     sync::SpinLockBh,
-    types::{RecvWr, SrqAttr, SrqModify},
+    types::{RecvWr, SrqAttr, SrqModify, MAX_SGE as SGE_SLOTS},
 };
 use crate::new_spinlock_bh;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
+
+/// Scatter/gather elements per receive.
+const MAX_SGE: u32 = SGE_SLOTS as u32;
 
 /// The most receives an SRQ holds (reported by `query_device`).
 pub(crate) const MAX_SRQ_WR: u32 = 16384;
@@ -77,6 +80,21 @@ impl SrqRing {
         Ok(())
     }
 
+    /// Puts a receive back before the oldest.
+    fn unshift(&mut self, wr: RecvWr) -> Result {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return Err(ENOMEM);
+        }
+        // `cap > 0` here (`len < cap`).
+        self.head = self.head.checked_sub(1).unwrap_or(cap.saturating_sub(1));
+        if let Some(s) = self.slots.get_mut(self.head) {
+            *s = Some(wr);
+        }
+        self.len += 1;
+        Ok(())
+    }
+
     fn pop(&mut self) -> Option<RecvWr> {
         if self.len == 0 {
             return None;
@@ -114,6 +132,21 @@ impl SrqShared {
             self.notify.kick();
         }
         wr
+    }
+}
+
+impl SrqShared {
+    /// Gives back the receives a QP took and will not complete (it was
+    /// reset, destroyed or failed), oldest first in `wrs`: they go back
+    /// before the SRQ's oldest, in the same order, for other QPs to take.
+    /// Those that no longer fit (receives were posted meanwhile) are
+    /// dropped; their number is returned.
+    pub(super) fn give_back(&self, wrs: &[RecvWr]) -> usize {
+        let mut r = self.ring.lock();
+        wrs.iter()
+            .rev()
+            .filter(|wr| r.unshift(**wr).is_err())
+            .count()
     }
 }
 
@@ -215,5 +248,45 @@ impl Srq {
     /// checked when data lands in them, against the SRQ's PD.
     pub(crate) fn post_recv(&self, wr: &RecvWr) -> Result {
         self.inner.ring.lock().push(*wr)
+    }
+}
+
+#[kunit_tests(metaroce_srq)]
+mod tests {
+    use super::*;
+    use crate::abstractions::types::Sge;
+
+    fn wr(id: u64) -> RecvWr {
+        RecvWr {
+            wr_id: id,
+            sge: [Sge::default(); SGE_SLOTS],
+            num_sge: 0,
+        }
+    }
+
+    #[test]
+    fn the_ring_keeps_order_across_the_wrap_and_gives_back_in_front() -> Result {
+        let mut r = SrqRing {
+            slots: ring_slots(3)?,
+            head: 0,
+            len: 0,
+            limit: 0,
+        };
+        for id in 1..=3 {
+            r.push(wr(id))?;
+        }
+        // Full: neither end takes more.
+        assert!(r.push(wr(4)).is_err());
+        assert!(r.unshift(wr(0)).is_err());
+        assert_eq!(r.pop().map(|w| w.wr_id), Some(1));
+        assert_eq!(r.pop().map(|w| w.wr_id), Some(2));
+        r.push(wr(4))?;
+        r.push(wr(5))?;
+        // Given back before the oldest (3), across the wrap of `head`.
+        assert_eq!(r.pop().map(|w| w.wr_id), Some(3));
+        r.unshift(wr(3))?;
+        let order: [Option<u64>; 4] = core::array::from_fn(|_| r.pop().map(|w| w.wr_id));
+        assert_eq!(order, [Some(3), Some(4), Some(5), None]);
+        Ok(())
     }
 }

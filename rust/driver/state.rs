@@ -380,6 +380,16 @@ impl QpShared {
         self.flush(st);
     }
 
+    /// Empties the receive queue without completions (reset, destroy). A
+    /// QP with an SRQ gives the receives it took back to the SRQ: no
+    /// message will complete them here.
+    pub(super) fn drop_receives(&self, st: &mut QpInner) {
+        if let Some(srq) = self.srq.as_ref() {
+            srq.give_back(&st.rq);
+        }
+        st.rq.clear();
+    }
+
     /// The error state without a connection (not attached, or the caller
     /// cancels the streams).
     pub(super) fn flush(&self, st: &mut QpInner) {
@@ -392,8 +402,13 @@ impl QpShared {
         if st.dead {
             // Destroyed: no completion may name it any more.
             st.sq.clear();
-            st.rq.clear();
+            self.drop_receives(st);
             return;
+        }
+        if self.srq.is_some() {
+            // The receives it took go back to the SRQ, not flushed: its
+            // other QPs may use them.
+            self.drop_receives(st);
         }
         for e in st.sq.drain_all() {
             let wc = self.wc(

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: GPL-2.0
 --
--- Wireshark / tshark dissector for the MetaRoCE wire format, version 1
+-- Wireshark / tshark dissector for the MetaRoCE wire format, version 2
 -- (Documentation/wire-format.md; the codec is rust/transport/src/wire.rs).
 -- UDP destination port 4792. Every packet type, flag and optional part is
 -- shown; what the Rust decoder would reject is marked as malformed (expert
@@ -315,7 +315,7 @@ function p.dissector(buf, pinfo, root)
 		tree:add(f.psn, buf(8, 4))
 		tree:add(f.word3, buf(12, 4))
 	end
-	if version ~= 1 then
+	if version ~= 2 then
 		bad(tree, vi, "unknown version " .. version)
 	end
 	local unknown = band8(flags, 255 - allowed)

@@ -52,7 +52,8 @@ static struct ibv_cq *scq, *rcq;
 static struct ibv_srq *srq, *srq2;
 static struct ibv_qp *qa[3], *qb[3];
 static uint8_t *rbuf, *sbuf, *qbuf;
-static struct ibv_mr *rmr, *smr, *qmr;
+static struct ibv_mr *rmr, *smr, *qmr, *pdsmr;
+static uint8_t *pdsbuf;
 static int failures, posted_total;
 static uint32_t granted;	/* the first SRQ's max_wr as granted */
 
@@ -180,6 +181,7 @@ static const char *receive_msgs(int n, char *why, size_t len)
 	struct ibv_wc wc;
 
 	for (int i = 0; i < n; i++) {
+		const uint8_t *base;
 		int k, slot;
 		uint64_t id;
 
@@ -195,13 +197,15 @@ static const char *receive_msgs(int n, char *why, size_t len)
 		for (k = 0; k < 3 && (!qb[k] || qb[k]->qp_num != wc.qp_num); k++)
 			;
 		slot = (int)wc.wr_id - 1000;
-		if (k == 3 || slot < 0 || slot >= NSLOTS) {
+		if (k == 3 || slot < 0 || slot >= NSLOTS || (k == 2 && slot)) {
 			snprintf(why, len, "completion of qp %u, wr_id %llu",
 				 wc.qp_num, (unsigned long long)wc.wr_id);
 			return why;
 		}
-		memcpy(&id, rbuf + (size_t)slot * SLOT, 8);
-		if (!msg_ok(rbuf + (size_t)slot * SLOT, id) ||
+		/* B3's receives (second SRQ) land in the buffer of PD S. */
+		base = (k == 2 ? pdsbuf : rbuf) + (size_t)slot * SLOT;
+		memcpy(&id, base, 8);
+		if (!msg_ok(base, id) ||
 		    (id >> 16) != (uint64_t)k + 1 || id <= last[k]) {
 			snprintf(why, len,
 				 "slot %d on qp %u holds message %#llx (after %#llx)",
@@ -214,10 +218,34 @@ static const char *receive_msgs(int n, char *why, size_t len)
 	return NULL;
 }
 
+/* Sends N messages from A (message numbers FIRST..FIRST+N-1 of its
+ * sender), waits for their send completions and checks their receives.
+ * NULL, or what was wrong. */
+static const char *take_n(struct ibv_qp *a, int first, int n, char *why,
+			  size_t len);
+
 /* Message number I of sender K (1-based): K in the high bits. */
 static uint64_t msg_id(int k, int i)
 {
 	return ((uint64_t)k << 16) | (uint64_t)(i + 1);
+}
+
+static const char *take_n(struct ibv_qp *a, int first, int n, char *why,
+			  size_t len)
+{
+	int rc = 0, st;
+
+	for (int i = 0; i < n && !rc; i++)
+		rc = send_msg(a, msg_id(a == qa[0] ? 1 : 2, first + i));
+	if (rc) {
+		snprintf(why, len, "sending: %s", strerror(rc));
+		return why;
+	}
+	if ((st = sends_done(n))) {
+		snprintf(why, len, "send status %d", st);
+		return why;
+	}
+	return receive_msgs(n, why, len);
 }
 
 static bool limit_event(double wait_s)
@@ -286,7 +314,9 @@ int main(int argc, char **argv)
 	rmr = ibv_reg_mr(pd_q, rbuf, (size_t)NSLOTS * SLOT, IBV_ACCESS_LOCAL_WRITE);
 	smr = ibv_reg_mr(pd_q, sbuf, 32 * SLOT, 0);
 	qmr = ibv_reg_mr(pd_q, qbuf, SLOT, IBV_ACCESS_LOCAL_WRITE);
-	if (!rmr || !smr || !qmr)
+	pdsbuf = calloc(1, SLOT);
+	pdsmr = pdsbuf ? ibv_reg_mr(pd_s, pdsbuf, SLOT, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!rmr || !smr || !qmr || !pdsmr)
 		die("ibv_reg_mr: %s", strerror(errno));
 
 	/* srq_caps */
@@ -344,42 +374,49 @@ int main(int argc, char **argv)
 	else
 		result(checks[2], NULL);
 
-	/* limit_event: 8 receives, limit 4, 5 taken: 3 left. */
+	/* limit_event: 8 receives, limit 4. 4 taken leave 4 (not below the
+	 * limit): no event. The 5th leaves 3: one event, the limit disarmed.
+	 * The 6th leaves 2: no second event. */
 	rc = 0;
 	for (int i = 0; i < 8 && !rc; i++)
 		rc = post_srq(srq, posted_total++, rmr, rbuf);
 	q.srq_limit = 4;
-	if (rc || ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT)) {
-		result(checks[3], "posting or arming: %s", strerror(errno));
+	if (rc || (rc = ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT))) {
+		result(checks[3], "posting or arming: %s", strerror(rc));
 	} else if (ibv_query_srq(srq, &q) || q.srq_limit != 4) {
 		result(checks[3], "armed limit reads back as %u", q.srq_limit);
+	} else if ((why = take_n(qa[0], 100, 4, buf, sizeof(buf)))) {
+		result(checks[3], "the first 4 messages: %s", why);
+	} else if (limit_event(1)) {
+		result(checks[3], "the event came with 4 receives left, limit 4");
+	} else if ((why = take_n(qa[0], 104, 1, buf, sizeof(buf)))) {
+		result(checks[3], "the 5th message: %s", why);
+	} else if (!limit_event(5)) {
+		result(checks[3], "no IBV_EVENT_SRQ_LIMIT_REACHED within 5 s of 3 left");
+	} else if (ibv_query_srq(srq, &q) || q.srq_limit != 0) {
+		result(checks[3], "limit still armed after the event (%u)",
+		       q.srq_limit);
+	} else if ((why = take_n(qa[0], 105, 1, buf, sizeof(buf)))) {
+		result(checks[3], "the 6th message: %s", why);
+	} else if (limit_event(1)) {
+		result(checks[3], "a second event without the limit armed again");
 	} else {
-		rc = 0;
-		for (int i = 0; i < 5 && !rc; i++)
-			rc = send_msg(qa[0], msg_id(1, 100 + i));
-		if (rc || sends_done(5) || (why = receive_msgs(5, buf, sizeof(buf))))
-			result(checks[3], "the 5 messages: %s", rc ? strerror(rc) : "failed");
-		else if (!limit_event(5))
-			result(checks[3], "no IBV_EVENT_SRQ_LIMIT_REACHED within 5 s");
-		else if (ibv_query_srq(srq, &q) || q.srq_limit != 0)
-			result(checks[3], "limit still armed after the event (%u)",
-			       q.srq_limit);
-		else
-			result(checks[3], NULL);
+		result(checks[3], NULL);
 	}
 
 	/* limit_above_size_refused */
 	q.srq_limit = granted + 1;
-	if (!ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT))
-		result(checks[4], "a limit of %u on an SRQ of %u was accepted",
-		       granted + 1, granted);
+	rc = ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT);
+	if (rc != EINVAL)
+		result(checks[4], "a limit of %u on an SRQ of %u: %s, want EINVAL",
+		       granted + 1, granted, rc ? strerror(rc) : "accepted");
 	else
 		result(checks[4], NULL);
 
-	/* srq_full: 3 receives are left; fill to the size granted, then one
+	/* srq_full: 2 receives are left; fill to the size granted, then one
 	 * more. */
 	rc = 0;
-	for (uint32_t i = 3; i < granted && !rc; i++)
+	for (uint32_t i = 2; i < granted && !rc; i++)
 		rc = post_srq(srq, posted_total++, rmr, rbuf);
 	if (rc)
 		result(checks[5], "receive %d of %u refused: %s",
@@ -393,8 +430,8 @@ int main(int argc, char **argv)
 	/* resize_keeps_receives: double the size while full, post one more;
 	 * shrinking below what is posted is refused; 3 messages land. */
 	q.max_wr = 2 * granted;
-	if (ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR)) {
-		result(checks[6], "growing to %u: %s", 2 * granted, strerror(errno));
+	if ((rc = ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR))) {
+		result(checks[6], "growing to %u: %s", 2 * granted, strerror(rc));
 	} else if (ibv_query_srq(srq, &q) || q.max_wr < 2 * granted) {
 		result(checks[6], "max_wr reads back as %u", q.max_wr);
 	} else if ((rc = post_srq(srq, posted_total++, rmr, rbuf))) {
@@ -409,9 +446,9 @@ int main(int argc, char **argv)
 		     send_msg(qa[0], msg_id(1, 200));
 		if (!rc)
 			st = sends_done(3);
-		if (shrank && (ibv_query_srq(srq, &s), s.max_wr <= granted))
-			result(checks[6], "shrunk to %u with %u receives posted",
-			       s.max_wr, granted + 1);
+		if (shrank)
+			result(checks[6], "shrinking to %u with %u receives posted succeeded",
+			       granted / 2, granted + 1);
 		else if (rc || st)
 			result(checks[6], "the 3 messages after it: %s",
 			       rc ? strerror(rc) : st < 0 ? "a send completion is missing" :
@@ -423,13 +460,22 @@ int main(int argc, char **argv)
 		vmsg("send status %d", st);
 	}
 
-	/* srq_pd_governs_receive_buffers: a receive on the second SRQ (PD S)
-	 * whose buffer is a region of the QPs' PD: the Send must fail and
-	 * write nothing. */
+	/* srq_pd_governs_receive_buffers: on the second SRQ (PD S), a receive
+	 * whose buffer is a region of PD S must work for B3 (in the QPs' PD
+	 * Q); then one whose buffer is a region of PD Q must fail the Send
+	 * with an error and write nothing. */
 	memset(qbuf, 0x5a, SLOT);
-	if ((rc = post_srq(srq2, 0, qmr, qbuf))) {
+	if ((rc = post_srq(srq2, 0, pdsmr, pdsbuf))) {
 		result(checks[7], "posting: %s", strerror(rc));
-	} else if ((rc = send_msg(qa[2], msg_id(3, 0)))) {
+	} else if ((rc = send_msg(qa[2], msg_id(3, 1)))) {
+		result(checks[7], "sending: %s", strerror(rc));
+	} else if ((rc = sends_done(1)) ||
+		   (why = receive_msgs(1, buf, sizeof(buf)))) {
+		result(checks[7], "a receive of the SRQ's own PD: %s",
+		       rc ? "the Send failed" : why);
+	} else if ((rc = post_srq(srq2, 0, qmr, qbuf))) {
+		result(checks[7], "posting: %s", strerror(rc));
+	} else if ((rc = send_msg(qa[2], msg_id(3, 2)))) {
 		result(checks[7], "sending: %s", strerror(rc));
 	} else {
 		int st = sends_done(1);
@@ -439,6 +485,8 @@ int main(int argc, char **argv)
 			clean &= qbuf[i] == 0x5a;
 		if (st == 0)
 			result(checks[7], "the Send succeeded into a region of another PD");
+		else if (st < 0)
+			result(checks[7], "the Send never completed");
 		else if (!clean)
 			result(checks[7], "bytes of the refused Send landed");
 		else
@@ -474,9 +522,10 @@ int main(int argc, char **argv)
 			       now_s() - t0, wc.status);
 		else if (poll_until(scq, &wc, t0 + 40, 1000, 1000000) != 1)
 			result(checks[9], "no completion within 40 s");
-		else if (wc.status != IBV_WC_RETRY_EXC_ERR)
-			result(checks[9], "status %d after %.1f s, want RETRY_EXC_ERR",
-			       wc.status, now_s() - t0);
+		else if (wc.status != IBV_WC_RETRY_EXC_ERR ||
+			 wc.wr_id != msg_id(1, 300))
+			result(checks[9], "status %d, wr_id %#llx after %.1f s, want RETRY_EXC_ERR",
+			       wc.status, (unsigned long long)wc.wr_id, now_s() - t0);
 		else
 			result(checks[9], NULL);
 		vmsg("failed after %.1f s", now_s() - t0);
@@ -490,6 +539,7 @@ int main(int argc, char **argv)
 	ibv_dereg_mr(rmr);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(qmr);
+	ibv_dereg_mr(pdsmr);
 	ibv_destroy_cq(scq);
 	ibv_destroy_cq(rcq);
 	ibv_dealloc_pd(pd_q);

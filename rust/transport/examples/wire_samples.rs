@@ -43,7 +43,7 @@ fn common_fields(c: &Common, ptype: u64) -> Vec<(&'static str, u64)> {
         "metaroce.psn"
     };
     let mut v = vec![
-        ("metaroce.version", 1),
+        ("metaroce.version", u64::from(wire::VERSION)),
         ("metaroce.type", ptype),
         ("metaroce.flags", u64::from(c.flags)),
         ("metaroce.path", u64::from(c.path)),
@@ -257,6 +257,7 @@ fn samples() -> Vec<Sample> {
         NakCode::InvalidRequest,
         NakCode::ReceiverNotReady,
         NakCode::RemoteOperation,
+        NakCode::NoQueuePair,
     ] {
         v.push(nak(code));
     }
@@ -265,8 +266,8 @@ fn samples() -> Vec<Sample> {
     let good_ack = ack(0, None);
     let good_hello = hello(0);
     v.push(broken(&good_write, |b| b.truncate(30)));
-    v.push(broken(&good_write, |b| b[0] = 0x21));
-    v.push(broken(&good_write, |b| b[0] = 0x17));
+    v.push(broken(&good_write, |b| b[0] = 0x11));
+    v.push(broken(&good_write, |b| b[0] = 0x27));
     v.push(broken(&good_write, |b| b[1] |= 0x80));
     v.push(broken(&good_write, |b| b.truncate(b.len() - 1)));
     v.push(broken(&good_write, |b| b[16] = 9));

@@ -10,8 +10,10 @@
 //! decodes to a packet whose fields are consistent, or is rejected with a
 //! [`DecodeError`] naming what is wrong.
 
-/// The wire format version this code speaks.
-pub const VERSION: u8 = 1;
+/// The wire format version this code speaks: 2 since 2026-12-03 (the
+/// receive number in data packets, the SOLICITED flag, NAK code 5 "no queue
+/// pair"); a peer speaking 1 drops every packet of ours, and we its.
+pub const VERSION: u8 = 2;
 
 /// Bytes of the common header that starts every packet.
 pub const COMMON_LEN: usize = 16;
@@ -809,7 +811,7 @@ mod tests {
     fn byte_order_is_big_endian() {
         let mut buf = [0u8; 128];
         encode_data(&write_hdr(), 0, &mut buf).unwrap();
-        assert_eq!(buf[0], 0x11, "version 1, type data");
+        assert_eq!(buf[0], 0x21, "version 2, type data");
         assert_eq!(&buf[4..8], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(&buf[8..12], &1000u32.to_be_bytes());
     }
@@ -875,10 +877,13 @@ mod tests {
         };
         let n = encode_data(&plain, 0, &mut buf).unwrap();
         let mut bad = buf;
-        bad[0] = 0x21;
-        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(2)));
+        bad[0] = 0x31;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(3)));
+        // The version before (no receive number, SOLICITED or code 5).
+        bad[0] = 0x11;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(1)));
         bad = buf;
-        bad[0] = 0x1f;
+        bad[0] = 0x2f;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::PacketType(15)));
         bad = buf;
         bad[1] = 0x80;
@@ -1079,7 +1084,7 @@ mod tests {
         assert_eq!(peek(&buf[..7]), None);
         buf[0] = (VERSION << 4) | 9;
         assert_eq!(peek(&buf[..n]), None);
-        buf[0] = (2 << 4) | 1;
+        buf[0] = (1 << 4) | 1;
         assert_eq!(peek(&buf[..n]), None);
     }
 }
