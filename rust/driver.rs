@@ -10,6 +10,7 @@ pub(crate) mod link;
 mod mr;
 mod peer;
 mod qp;
+mod quota;
 mod rd_atomic;
 mod ready;
 mod requester;

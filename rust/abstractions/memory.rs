@@ -19,12 +19,14 @@ use kernel::{
 /// # Invariants
 ///
 /// `umem` is a live pinned region of `len` bytes whose first byte is at
-/// `first_offset` in `pages[0]`; `pages` are its pages in order.
+/// `first_offset` in `pages[0]`; `pages` are its pages in order; `writable`
+/// is whether they were pinned for writing.
 pub(crate) struct Umem {
     umem: *mut bindings::ib_umem,
     pages: KVec<*mut bindings::page>,
     first_offset: usize,
     len: u64,
+    writable: bool,
 }
 
 // SAFETY: Pinned pages may be accessed from any context; the release happens
@@ -88,18 +90,29 @@ impl Umem {
             unsafe { bindings::ib_umem_release(umem) };
             return Err(EFAULT);
         }
+        // SAFETY: `umem` is live; the core set `writable` when it pinned it.
+        let writable = unsafe { (*umem).writable() } != 0;
         // INVARIANT: pages in order; the range starts at `start`'s page offset.
         Ok(Umem {
             umem,
             pages,
             first_offset: start as usize % PAGE,
             len: length,
+            writable,
         })
     }
 
     /// Bytes in the region.
     pub(crate) fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Whether the pages were pinned for writing (the region was registered
+    /// with a right that writes: `ib_access_writable`). Pages pinned only for
+    /// reading may be shared with other mappings (a file's page cache, a
+    /// copy-on-write page), so they are never written.
+    pub(crate) fn writable(&self) -> bool {
+        self.writable
     }
 
     /// Calls `f(page, offset in page, bytes)` for each page piece of
@@ -127,8 +140,12 @@ impl Umem {
         Ok(())
     }
 
-    /// Copies `src` into the region at byte `off`.
+    /// Copies `src` into the region at byte `off`; EACCES if its pages were
+    /// not pinned for writing (whatever the region's rights say now).
     pub(crate) fn write(&self, off: u64, src: &[u8]) -> Result {
+        if !self.writable {
+            return Err(EACCES);
+        }
         self.for_pieces(off, src.len(), |page, in_page, n, done| {
             // SAFETY: `page` is a pinned page of the region (type invariant)
             // and `in_page + n <= PAGE`; `src[done..done + n]` is in bounds.
@@ -143,6 +160,45 @@ impl Umem {
             // SAFETY: As in `write`, with `dst` valid for `n` writes at `done`.
             unsafe { bindings::mr_memcpy_from_page(p.add(done).cast(), page, in_page, n) }
         })
+    }
+}
+
+/// A new translation for a memory region (`ibv_rereg_mr` with
+/// `IBV_REREG_MR_CHANGE_TRANSLATION`): the calling process's range
+/// `[start, start + length)`, reached at `iova`. Only good during the call
+/// that hands it out (`'a`).
+pub(crate) struct Translation<'a> {
+    ibdev: *mut bindings::ib_device,
+    start: u64,
+    length: u64,
+    /// The address the region's users name its first byte by.
+    pub(crate) iova: u64,
+    _call: core::marker::PhantomData<&'a bindings::ib_device>,
+}
+
+impl<'a> Translation<'a> {
+    /// # Safety
+    ///
+    /// `ibdev` is a registered device, valid for `'a`, and the caller runs
+    /// in the process whose range this is.
+    pub(super) unsafe fn new(
+        ibdev: *mut bindings::ib_device,
+        start: u64,
+        length: u64,
+        iova: u64,
+    ) -> Self {
+        Self {
+            ibdev,
+            start,
+            length,
+            iova,
+            _call: core::marker::PhantomData,
+        }
+    }
+
+    /// Pins the range for a region with `access` rights (may sleep).
+    pub(crate) fn pin(&self, access: super::types::Access) -> Result<Umem> {
+        Umem::pin_user(self.ibdev, self.start, self.length, access.0 as c_int)
     }
 }
 

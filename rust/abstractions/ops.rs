@@ -9,7 +9,7 @@
 
 use super::{
     bindings,
-    memory::{KernelMemory, Umem},
+    memory::{KernelMemory, Translation, Umem},
     netdev::NetDevice,
     sync::SpinLockBh,
     types::{
@@ -121,6 +121,17 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         access: Access,
         mem: KernelMemory,
     ) -> Result<(Self::Mr, MrKeys)>;
+    /// Changes a user memory region in place (`ibv_rereg_mr`; the core has
+    /// checked the flags and `access`, and holds the region exclusively):
+    /// each of its domain, its rights and its translation that is `Some`.
+    /// The keys stay.
+    fn rereg_user_mr(
+        dev: &Device<Self>,
+        mr: &Self::Mr,
+        pd: Option<&Self::Pd>,
+        access: Option<Access>,
+        trans: Option<Translation<'_>>,
+    ) -> Result;
     /// Deregisters a memory region; its data is dropped right after.
     fn dereg_mr(mr: &Self::Mr);
     /// Creates a shared receive queue in `pd` of the sizes in `attr` (the

@@ -295,6 +295,17 @@ impl Access {
     pub(crate) fn has(self, mask: u32) -> bool {
         self.0 & mask == mask
     }
+
+    /// Whether a right writes to the region's pages, locally or for a peer
+    /// (the core's `ib_access_writable`): its pages must be pinned for
+    /// writing.
+    pub(crate) fn writes(self) -> bool {
+        let w = Self::LOCAL_WRITE
+            | Self::REMOTE_WRITE
+            | Self::REMOTE_ATOMIC
+            | bindings::ib_access_flags_IB_ACCESS_MW_BIND;
+        self.0 & w != 0
+    }
 }
 
 /// A scatter/gather element (`struct ib_sge`).

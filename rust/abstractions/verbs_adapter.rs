@@ -14,7 +14,7 @@
 
 use super::{
     bindings,
-    memory::{KernelMemory, Umem},
+    memory::{KernelMemory, Translation, Umem},
     ops::{no_input, udata, CqEvents, Device, DeviceOps, SrqEvents, Target},
     types::{
         eopnotsupp, Access, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, RecvWr, SendOp,
@@ -139,6 +139,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.req_notify_cq = Some(Self::req_notify_cq);
         ops.reg_user_mr = Some(Self::reg_user_mr);
         ops.get_dma_mr = Some(Self::get_dma_mr);
+        ops.rereg_user_mr = Some(Self::rereg_user_mr);
         ops.dereg_mr = Some(Self::dereg_mr);
         ops.create_srq = Some(Self::create_srq);
         ops.modify_srq = Some(Self::modify_srq);
@@ -394,6 +395,53 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         })();
         match r {
             Ok(p) => p,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// `ibv_rereg_mr`: always in place (NULL), so the core keeps the
+    /// `ib_mr` and its keys.
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn rereg_user_mr(
+        mr: *mut bindings::ib_mr,
+        flags: c_int,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        pd: *mut bindings::ib_pd,
+        ud: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        let r = (|| -> Result {
+            no_input(ud)?;
+            let flags = flags as u32;
+            let has = |f: u32| flags & f != 0;
+            // SAFETY: The core passes a user region of a device with this
+            // table (made by `reg_user_mr`), which it holds exclusively for
+            // the call.
+            let (ibdev, data) = unsafe { ((*mr).device, &MrObj::<T>::from_raw(mr).data) };
+            // SAFETY: As above.
+            let dev = unsafe { Self::dev(ibdev) };
+            let pd = if has(bindings::ib_mr_rereg_flags_IB_MR_REREG_PD) {
+                // SAFETY: With this flag the core passes the new PD, a live
+                // PD of this device that it holds for the call.
+                Some(unsafe { &Obj::<bindings::ib_pd, T::Pd>::from_raw(pd).data })
+            } else {
+                None
+            };
+            let access = has(bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS)
+                .then_some(Access(access as u32));
+            let trans = if has(bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS) {
+                // SAFETY: `ibdev` is registered for the call, which runs in
+                // the process whose range this is (a uverbs command).
+                Some(unsafe { Translation::new(ibdev, start, length, iova) })
+            } else {
+                None
+            };
+            T::rereg_user_mr(dev, data, pd, access, trans)
+        })();
+        match r {
+            Ok(()) => core::ptr::null_mut(),
             Err(e) => e.to_ptr(),
         }
     }

@@ -9,6 +9,7 @@
 //! a worker thread, with no lock of this driver held (only `CqEvents`' own,
 //! which keeps the handler from racing the CQ's destruction).
 
+use super::quota::Quota;
 use crate::abstractions::{
     net::{Timer, TimerHandler},
     ops::{CqEvents, ResAttrs},
@@ -31,6 +32,8 @@ pub(crate) const MAX_CQE: u32 = 65536;
 /// A completion queue.
 pub(crate) struct Cq {
     pub(super) inner: Arc<CqShared>,
+    /// Its place among the device's CQs.
+    _quota: Quota,
 }
 
 pub(super) struct CqShared {
@@ -148,7 +151,7 @@ pub(super) fn ring_slots<T>(n: u32) -> Result<KVVec<Option<T>>> {
 }
 
 impl Cq {
-    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>) -> Result<Self> {
+    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>, quota: Quota) -> Result<Self> {
         let slots = ring_slots(cqe)?;
         let notify = Timer::new_arc(
             CqNotify {
@@ -178,6 +181,7 @@ impl Cq {
                 },
                 GFP_KERNEL_ACCOUNT,
             )?,
+            _quota: quota,
         })
     }
 

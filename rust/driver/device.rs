@@ -5,9 +5,10 @@
 use super::{
     counters::PORT_COUNTERS,
     cq::{Cq, MAX_CQE},
-    mr::{Mem, MAX_MRS},
+    mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
     qp::{Qp, MAX_QP_WR, MAX_SGE},
+    quota::{Kind, Quota},
     rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
     shared::{Mr, Pd, MAX_QPS},
@@ -16,7 +17,7 @@ use super::{
     telemetry::{self, Telemetry},
 };
 use crate::abstractions::{
-    memory::{KernelMemory, Umem},
+    memory::{KernelMemory, Translation, Umem},
     net::NetPorts,
     netdev::NetDevice,
     ops::{CqEvents, Device, DeviceOps, ResAttrs, SrqEvents, Udata},
@@ -184,12 +185,12 @@ impl DeviceOps for MetaroceDevice {
             max_qp: MAX_QPS as i32,
             max_qp_wr: MAX_QP_WR as i32,
             max_sge: MAX_SGE as i32,
-            max_cq: 1 << 16,
+            max_cq: Kind::Cq.max() as i32,
             max_cqe: MAX_CQE as i32,
             max_mr: MAX_MRS as i32,
-            max_pd: 1 << 16,
+            max_pd: Kind::Pd.max() as i32,
             max_rd_atom: MAX_RD_ATOMIC.into(),
-            max_srq: 1 << 16,
+            max_srq: Kind::Srq.max() as i32,
             max_srq_wr: MAX_SRQ_WR as i32,
             max_srq_sge: MAX_SGE as i32,
         })
@@ -260,6 +261,7 @@ impl DeviceOps for MetaroceDevice {
 
     fn alloc_pd(dev: &Device<Self>) -> Result<Pd> {
         Ok(Pd {
+            _quota: Quota::take(&dev.shared.objects, Kind::Pd)?,
             id: dev.shared.alloc_pd(),
         })
     }
@@ -271,8 +273,8 @@ impl DeviceOps for MetaroceDevice {
         Ok(cqe)
     }
 
-    fn create_cq(_dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Cq> {
-        Cq::new(cqe, events)
+    fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Cq> {
+        Cq::new(cqe, events, Quota::take(&dev.shared.objects, Kind::Cq)?)
     }
 
     fn resize_cq(cq: &Cq, cqe: u32) -> Result {
@@ -296,12 +298,7 @@ impl DeviceOps for MetaroceDevice {
         iova: u64,
         access: Access,
     ) -> Result<(Mr, MrKeys)> {
-        // Remote write or atomic access needs local write (IBTA o10-35.2.2).
-        if (access.has(Access::REMOTE_WRITE) || access.has(Access::REMOTE_ATOMIC))
-            && !access.has(Access::LOCAL_WRITE)
-        {
-            return Err(EINVAL);
-        }
+        check_mr_access(access)?;
         let (key, keys) = dev.shared.reg_mr(pd.id, Mem::User(umem), iova, access)?;
         Ok((
             Mr {
@@ -334,17 +331,31 @@ impl DeviceOps for MetaroceDevice {
         ))
     }
 
+    fn rereg_user_mr(
+        dev: &Device<Self>,
+        mr: &Mr,
+        pd: Option<&Pd>,
+        access: Option<Access>,
+        trans: Option<Translation<'_>>,
+    ) -> Result {
+        if let Some(a) = access {
+            check_mr_access(a)?;
+        }
+        dev.shared.rereg_mr(mr.key, pd.map(|p| p.id), access, trans)
+    }
+
     fn dereg_mr(mr: &Mr) {
         mr.dev.dereg_mr(mr.key);
     }
 
     fn create_srq(
-        _dev: &Device<Self>,
+        dev: &Device<Self>,
         pd: &Pd,
         attr: &mut SrqAttr,
         events: Arc<SrqEvents>,
     ) -> Result<Srq> {
-        Srq::new(pd.id, attr, events)
+        let quota = Quota::take(&dev.shared.objects, Kind::Srq)?;
+        Srq::new(pd.id, attr, events, quota)
     }
 
     fn modify_srq(srq: &Srq, m: &SrqModify) -> Result {

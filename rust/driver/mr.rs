@@ -85,6 +85,16 @@ fn remote_allowed(
     region_pd == pd && region_access.has(right) && qp_access.has(right) && !kernel
 }
 
+/// The rights a user region may be registered (or registered again) with:
+/// remote write or atomic access needs local write (IBTA o10-35.2.2).
+pub(crate) fn check_mr_access(access: Access) -> Result {
+    let remote_writes = access.has(Access::REMOTE_WRITE) || access.has(Access::REMOTE_ATOMIC);
+    if remote_writes && !access.has(Access::LOCAL_WRITE) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// The most regions a device holds (`max_mr` in `query_device`).
 pub(crate) const MAX_MRS: usize = 1 << 20;
 
@@ -194,6 +204,41 @@ impl MrTable {
                 rkey: key,
             },
         )
+    }
+
+    /// Changes region `key` in place (`ibv_rereg_mr`): its domain to `pd`,
+    /// its rights to `access`, and with `trans` its memory and address.
+    /// On success `trans` holds the old memory, otherwise still the new
+    /// one, for the caller to release after its lock. A right that writes
+    /// needs pages pinned for writing: EACCES if the region keeps pages
+    /// pinned only for reading (the core's `ib_umem_check_rereg` rule).
+    pub(super) fn rereg(
+        &mut self,
+        key: u32,
+        pd: Option<PdId>,
+        access: Option<Access>,
+        trans: &mut Option<(Mem, u64)>,
+    ) -> Result {
+        let e = self.mrs.get_mut(&key).ok_or(EINVAL)?;
+        let access = access.unwrap_or(e.access);
+        let writable = match (trans.as_ref(), &e.mem) {
+            (Some((Mem::User(new), _)), Mem::User(_)) => new.writable(),
+            (None, Mem::User(old)) => old.writable(),
+            // Kernel memory is never registered again (no uverbs object).
+            _ => return Err(EINVAL),
+        };
+        if access.writes() && !writable {
+            return Err(EACCES);
+        }
+        if let Some((mem, iova)) = trans {
+            core::mem::swap(&mut e.mem, mem);
+            e.iova = *iova;
+        }
+        e.access = access;
+        if let Some(pd) = pd {
+            e.pd = pd;
+        }
+        Ok(())
     }
 
     /// Takes region `key` out of the table.

@@ -10,10 +10,12 @@ use super::{
     counters::{bump, Counters},
     mr::{Mem, MrTable, PdId},
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
+    quota::{ObjectCounts, Quota},
     ready::ReadyRing,
     state::{Peer, PeerInner, PeerNode, Shared, Tables},
 };
 use crate::abstractions::{
+    memory::Translation,
     net::{now_ns, random_u32, NetPort, RxPacket, Timer, UdpHandler},
     ops::ResAttrs,
     types::{Access, MrKeys, WcStatus},
@@ -71,6 +73,7 @@ impl Shared {
                 capacity: KAtomic::new(capacity(link_mbps)),
                 senders: KAtomic::new(0),
                 counters: Counters::new()?,
+                objects: Arc::new(ObjectCounts::new(), GFP_KERNEL)?,
                 port: KBox::pin_init(new_spinlock_bh!(None, "metaroce_dev_port"), GFP_KERNEL)?,
                 tables: KBox::pin_init(
                     new_spinlock_bh!(
@@ -165,6 +168,32 @@ impl Shared {
         if t.qpns.remove(&qpn).is_some() {
             t.qp_count -= 1;
         }
+    }
+
+    /// Changes region `key` in place (see `MrTable::rereg`); pins the new
+    /// translation first, with the rights the region will have.
+    pub(crate) fn rereg_mr(
+        &self,
+        key: u32,
+        pd: Option<PdId>,
+        access: Option<Access>,
+        trans: Option<Translation<'_>>,
+    ) -> Result {
+        let mut mem = match trans {
+            Some(t) => {
+                // The core holds the region exclusively: its rights do not
+                // change between this read and the swap.
+                let now = self.tables.lock().mrs.mr(key).map(|e| e.access);
+                let rights = access.or(now).ok_or(EINVAL)?;
+                Some((Mem::User(t.pin(rights)?), t.iova))
+            }
+            None => None,
+        };
+        let r = self.tables.lock().mrs.rereg(key, pd, access, &mut mem);
+        // The memory the region no longer uses (or the new memory, if it was
+        // refused) is released, which may sleep, after the lock.
+        drop(mem);
+        r
     }
 
     pub(crate) fn dereg_mr(&self, key: u32) {
@@ -380,6 +409,7 @@ impl UdpHandler for Shared {
 /// A protection domain.
 pub(crate) struct Pd {
     pub(crate) id: PdId,
+    pub(crate) _quota: Quota,
 }
 
 /// A memory region.

@@ -13,7 +13,7 @@
 //! with another leaf, and the limit event is raised from a work item with
 //! no driver lock held.
 
-use super::{cq::ring_slots, mr::PdId};
+use super::{cq::ring_slots, mr::PdId, quota::Quota};
 use crate::abstractions::{
     net::{Timer, TimerHandler},
     ops::SrqEvents,
@@ -32,6 +32,8 @@ pub(crate) const MAX_SRQ_WR: u32 = 16384;
 /// A shared receive queue.
 pub(crate) struct Srq {
     pub(super) inner: Arc<SrqShared>,
+    /// Its place among the device's SRQs.
+    _quota: Quota,
 }
 
 pub(super) struct SrqShared {
@@ -164,7 +166,12 @@ impl Srq {
     /// An SRQ of `attr.max_wr` receives of up to `attr.max_sge` elements
     /// (1..=16384, at most 8); grants exactly the receives asked and 8
     /// elements. The limit given at creation is ignored, as verbs says.
-    pub(crate) fn new(pd: PdId, attr: &mut SrqAttr, events: Arc<SrqEvents>) -> Result<Self> {
+    pub(crate) fn new(
+        pd: PdId,
+        attr: &mut SrqAttr,
+        events: Arc<SrqEvents>,
+        quota: Quota,
+    ) -> Result<Self> {
         if attr.max_wr == 0 || attr.max_wr > MAX_SRQ_WR || attr.max_sge > MAX_SGE {
             return Err(EINVAL);
         }
@@ -192,6 +199,7 @@ impl Srq {
                 },
                 GFP_KERNEL_ACCOUNT,
             )?,
+            _quota: quota,
         })
     }
 

@@ -33,6 +33,7 @@ use super::{
     counters::Counters,
     cq::CqShared,
     mr::{MrTable, PdId},
+    quota::ObjectCounts,
     rd_atomic::{Initiator, Target},
     ready::ReadyRing,
     srq::SrqShared,
@@ -105,6 +106,8 @@ pub(crate) struct Shared {
     pub(super) payload: u32,
     /// Its port counters (counters.rs).
     pub(super) counters: Counters,
+    /// Its live PDs, CQs and SRQs, against the maxima it reports.
+    pub(crate) objects: Arc<ObjectCounts>,
     /// What the port can receive (kbit/s; 0: unknown), shared among the
     /// peers sending to it: the `capacity_mbps` module parameter, or the net
     /// device's link speed, both Mbit/s times 1000 (peer.rs: `capacity`).

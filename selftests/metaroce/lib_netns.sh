@@ -275,6 +275,106 @@ netem_clear() {
 	true
 }
 
+# check_tool_points TYPE BIN LOGDIR [KNOWN]: runs BIN, a one-device check
+# tool of tools/integrity ("PASS name", "FAIL name: why" or "SKIP name: why"
+# per check; -l lists them), on $RDMA_A in $NS_A: one test point per check. rdma_rxe is the
+# reference, not the subject: on it, a failure whose "name: why" matches the
+# extended regular expression KNOWN (what rxe is known to do otherwise, see
+# tools/integrity/README.md) is reported TODO; any other failure fails.
+check_tool_points() {
+	local type=$1 bin=$2 logs=$3 known=${4:-} rc n l names
+	names=$("$bin" -l)
+	ip netns exec "$NS_A" timeout 120 "$__lib_netns_top/scripts/rdma-env.sh" \
+		"$bin" -d "$RDMA_A" -g "$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")" \
+		>"$logs/check" 2>"$logs/check.err"
+	rc=$?
+	for n in $names; do
+		l=$(grep -m1 -E "^(PASS|FAIL|SKIP) $n(:|$)" "$logs/check")
+		case "$l" in
+		PASS*) ktap_ok "$type: ${bin##*/} $n" ;;
+		SKIP*) ktap_skip "$type: ${bin##*/} $n" "${l#SKIP $n: }" ;;
+		FAIL*)
+			ktap_info "$l"
+			if [ "$type" = rxe ] && [ -n "$known" ] &&
+				printf '%s\n' "${l#FAIL }" | grep -qE "$known"; then
+				ktap_todo "$type: ${bin##*/} $n" "rdma_rxe differs: ${l#FAIL }"
+			else
+				ktap_fail "$type: ${bin##*/} $n"
+			fi
+			;;
+		*)
+			ktap_info "no result (${bin##*/} exit status $rc)"
+			head -n 5 "$logs/check.err" | while read -r l; do ktap_info "$l"; done
+			ktap_fail "$type: ${bin##*/} $n"
+			;;
+		esac
+	done
+}
+
+# each_type N FN: FN TYPE for MetaRoCE, then for rdma_rxe in the same boot
+# (the reference), each on its own fabric brought up first, which is a point
+# ("TYPE devices on both ends of the veth pair"); FN reports N - 1 more. A
+# type whose fabric does not come up fails that point and skips the rest.
+each_type() {
+	local n=$1 fn=$2 type err
+	for type in metaroce rxe; do
+		if [ "$type" = rxe ] && ! rdma_type_load rxe; then
+			for _ in $(seq 1 "$n"); do
+				ktap_skip "rxe: point" "rdma_rxe is not available"
+			done
+			continue
+		fi
+		err=$(mktemp)
+		if ! rdma_fabric_up "$type" 2>"$err"; then
+			ktap_info "$(cat "$err")"
+			rm -f "$err"
+			ktap_fail "$type devices on both ends of the veth pair"
+			for _ in $(seq 2 "$n"); do
+				ktap_skip "$type: point" "no fabric"
+			done
+			rdma_fabric_down
+			continue
+		fi
+		rm -f "$err"
+		ktap_ok "$type devices on both ends of the veth pair ($RDMA_A, $RDMA_B)"
+		"$fn" "$type"
+		rdma_fabric_down
+	done
+}
+
+# pingpong_pair PROG NAME LOGDIR ARGS...: an unmodified libibverbs example
+# (ibv_rc_pingpong, ibv_srq_pingpong, ...) as server in $NS_A and client in
+# $NS_B over $RDMA_A and $RDMA_B, on the next TCP port after
+# $PINGPONG_PORT: one test point, passed when both exit 0.
+PINGPONG_PORT=18700
+pingpong_pair() {
+	local prog=$1 name=$2 logs=$3 env=$__lib_netns_top/scripts/rdma-env.sh
+	local crc src spid port l
+	shift 3
+	PINGPONG_PORT=$((PINGPONG_PORT + 1))
+	port=$PINGPONG_PORT
+	ip netns exec "$NS_A" timeout 240 "$env" "$prog" -d "$RDMA_A" \
+		-g "$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")" -p "$port" "$@" \
+		>"$logs/server" 2>&1 &
+	spid=$!
+	wait_for 10 listening "$NS_A" "$port"
+	ip netns exec "$NS_B" timeout 240 "$env" "$prog" -d "$RDMA_B" \
+		-g "$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")" -p "$port" "$@" \
+		"$FABRIC_IP_A" >"$logs/client" 2>&1
+	crc=$?
+	wait "$spid"
+	src=$?
+	grep -h "bytes in" "$logs/client" | while read -r l; do ktap_info "client: $l"; done
+	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
+		ktap_ok "$name"
+	else
+		ktap_info "client rc $crc, server rc $src"
+		head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
+		head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
+		ktap_fail "$name"
+	fi
+}
+
 MR_INTEGRITY=${MR_INTEGRITY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/integrity/mr-integrity}
 __lib_netns_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 

@@ -21,38 +21,10 @@ rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 logs=$(mktemp -d)
 trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
-port=18700
-
-# pingpong NAME ARGS...: one server/client pair as one test point.
-pingpong() {
-	local name=$1 crc src spid
-	shift
-	port=$((port + 1))
-	ip netns exec "$NS_A" timeout 240 "$env" ibv_rc_pingpong -d "$RDMA_A" \
-		-g "$GID_A" -p "$port" "$@" >"$logs/server" 2>&1 &
-	spid=$!
-	sleep 1
-	ip netns exec "$NS_B" timeout 240 "$env" ibv_rc_pingpong -d "$RDMA_B" \
-		-g "$GID_B" -p "$port" "$@" "$FABRIC_IP_A" >"$logs/client" 2>&1
-	crc=$?
-	wait "$spid"
-	src=$?
-	grep -h "bytes in" "$logs/client" | while read -r l; do ktap_info "client: $l"; done
-	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
-		ktap_ok "$name"
-	else
-		ktap_info "client rc $crc, server rc $src"
-		head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
-		head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
-		ktap_fail "$name"
-	fi
-}
 
 ktap_plan 9
 
 fabric_point metaroce
-GID_A=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
-GID_B=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 
 ip netns exec "$NS_A" "$env" ibv_devinfo -d "$RDMA_A" >"$logs/devinfo" 2>&1
 grep -E "hca_id|transport|state|active_mtu|vendor_id" "$logs/devinfo" | while read -r l; do ktap_info "$l"; done
@@ -64,10 +36,10 @@ check "it reports a vendor id (0xffffff: no IEEE OUI, as software devices do)" \
 ip netns exec "$NS_B" "$env" ibv_devices >"$logs/devices" 2>&1
 check "ibv_devices lists $RDMA_B" grep -q "$RDMA_B" "$logs/devices"
 
-pingpong "ibv_rc_pingpong 1 byte" -s 1 -n 100
-pingpong "ibv_rc_pingpong 4 KiB" -s 4096 -n 500
-pingpong "ibv_rc_pingpong 64 KiB" -s 65536 -n 100
-pingpong "ibv_rc_pingpong 1 MiB" -s 1048576 -n 5
-pingpong "ibv_rc_pingpong 4 KiB with completion events (-e)" -s 4096 -n 200 -e
+pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 1 byte" "$logs" -s 1 -n 100
+pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 4 KiB" "$logs" -s 4096 -n 500
+pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 64 KiB" "$logs" -s 65536 -n 100
+pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 1 MiB" "$logs" -s 1048576 -n 5
+pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 4 KiB with completion events (-e)" "$logs" -s 4096 -n 200 -e
 
 ktap_finish

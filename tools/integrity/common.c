@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -376,6 +377,69 @@ int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int connect_loopback(const struct rdma_dev *d, struct ibv_qp *a,
+		     struct ibv_qp *b, int access)
+{
+	struct qp_info ia = { .qpn = a->qp_num, .lid = d->port.lid };
+	struct qp_info ib = { .qpn = b->qp_num, .lid = d->port.lid };
+	int rc;
+
+	memcpy(ia.gid, d->gid.raw, 16);
+	memcpy(ib.gid, d->gid.raw, 16);
+	if ((rc = qp_to_init(a, 1, access)) || (rc = qp_to_init(b, 1, access)) ||
+	    (rc = qp_to_rtr(a, 1, IBV_MTU_1024, &ib, d->gid_idx, 1)) ||
+	    (rc = qp_to_rtr(b, 1, IBV_MTU_1024, &ia, d->gid_idx, 1)) ||
+	    (rc = qp_to_rts(a, 0, 7, 1)) || (rc = qp_to_rts(b, 0, 7, 1)))
+		return rc;
+	return 0;
+}
+
+void check_tool_args(int argc, char **argv, const char *const *checks,
+		     size_t nchecks, const char **dev, int *gid)
+{
+	int c;
+
+	*dev = NULL;
+	*gid = -1;
+	while ((c = getopt(argc, argv, "d:g:lvh")) != -1) {
+		switch (c) {
+		case 'd': *dev = optarg; break;
+		case 'g': *gid = atoi(optarg); break;
+		case 'v': verbose = true; break;
+		case 'l':
+			for (size_t i = 0; i < nchecks; i++)
+				printf("%s\n", checks[i]);
+			exit(0);
+		case 'h':
+		default:
+			fprintf(c == 'h' ? stdout : stderr,
+				"usage: %s -d DEVICE [-g GID_INDEX] [-v]\n"
+				"       %s -l\n", prog_name, prog_name);
+			exit(c == 'h' ? 0 : 2);
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+int check_failures;
+
+void check_result(const char *name, const char *fmt, ...)
+{
+	char why[256] = "";
+	va_list ap;
+
+	if (!fmt) {
+		printf("PASS %s\n", name);
+	} else {
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		printf("FAIL %s: %s\n", name, why);
+		check_failures++;
+	}
+	fflush(stdout);
 }
 
 /* ---------- completions ---------- */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What mr-integrity and mr-negative share: messages, time, the TCP
- * connection between the two sides, big-endian fields on it, opening the
- * device and choosing its GID, RC QP state transitions and polling a CQ
- * with a deadline. Public libibverbs API only.
+ * What the tools share: messages, time, the TCP connection between the two
+ * sides, big-endian fields on it, opening the device and choosing its GID,
+ * RC QP state transitions (and loopback connection), PASS/FAIL check lines
+ * and polling a CQ with a deadline. Public libibverbs API only.
  */
 #ifndef MR_COMMON_H
 #define MR_COMMON_H
@@ -114,6 +114,29 @@ int qp_to_rtr(struct ibv_qp *qp, int ib_port, enum ibv_mtu mtu,
 /* With at most MAX_RD of our Reads and atomics outstanding. */
 int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
 	      uint8_t max_rd);
+
+/* Connects RC QPs A and B of device D to each other over D's own GID
+ * (loopback), both granting ACCESS to the other and answering one Read or
+ * atomic at a time. 0, or ibv_modify_qp's errno value. */
+int connect_loopback(const struct rdma_dev *d, struct ibv_qp *a,
+		     struct ibv_qp *b, int access);
+
+/* ---------- checks (srq-check, rereg-check) ---------- */
+
+/* The options of a check tool, "PROG -d DEVICE [-g GID_INDEX] [-v]" or
+ * "PROG -l": sets *DEV and *GID (-1 when not given) and verbose; -l prints
+ * the NCHECKS names CHECKS and exits 0, -h the usage and exits 0, anything
+ * else the usage on stderr and exits 2. Also makes stdout line-buffered. */
+void check_tool_args(int argc, char **argv, const char *const *checks,
+		     size_t nchecks, const char **dev, int *gid);
+
+/* Failures reported by check_result() so far. */
+extern int check_failures;
+
+/* "PASS NAME", or with FMT "FAIL NAME: why" (counted in check_failures),
+ * on stdout. */
+void check_result(const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* ---------- completions ---------- */
 

@@ -20,9 +20,7 @@
 #include "common.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,28 +52,8 @@ static struct ibv_qp *qa[3], *qb[3];
 static uint8_t *rbuf, *sbuf, *qbuf;
 static struct ibv_mr *rmr, *smr, *qmr, *pdsmr;
 static uint8_t *pdsbuf;
-static int failures, posted_total;
+static int posted_total;
 static uint32_t granted;	/* the first SRQ's max_wr as granted */
-
-static void __attribute__((format(printf, 2, 3)))
-result(const char *name, const char *fmt, ...)
-{
-	char why[256] = "";
-	va_list ap;
-
-	if (fmt) {
-		va_start(ap, fmt);
-		vsnprintf(why, sizeof(why), fmt, ap);
-		va_end(ap);
-	}
-	if (fmt) {
-		printf("FAIL %s: %s\n", name, why);
-		failures++;
-	} else {
-		printf("PASS %s\n", name);
-	}
-	fflush(stdout);
-}
 
 /* The payload of message ID: its id, then bytes derived from it. */
 static void fill_msg(uint8_t *p, uint64_t id)
@@ -112,16 +90,7 @@ static struct ibv_qp *make_qp(struct ibv_srq *q)
 
 static void connect_pair(struct ibv_qp *a, struct ibv_qp *b)
 {
-	struct qp_info ia = { .qpn = a->qp_num, .psn = 0, .lid = dev.port.lid };
-	struct qp_info ib = { .qpn = b->qp_num, .psn = 0, .lid = dev.port.lid };
-	int acc = IBV_ACCESS_LOCAL_WRITE;
-
-	memcpy(ia.gid, dev.gid.raw, 16);
-	memcpy(ib.gid, dev.gid.raw, 16);
-	if (qp_to_init(a, 1, acc) || qp_to_init(b, 1, acc) ||
-	    qp_to_rtr(a, 1, IBV_MTU_1024, &ib, dev.gid_idx, 1) ||
-	    qp_to_rtr(b, 1, IBV_MTU_1024, &ia, dev.gid_idx, 1) ||
-	    qp_to_rts(a, 0, 7, 1) || qp_to_rts(b, 0, 7, 1))
+	if (connect_loopback(&dev, a, b, IBV_ACCESS_LOCAL_WRITE))
 		die("connecting QPs %u and %u: %s", a->qp_num, b->qp_num,
 		    strerror(errno));
 }
@@ -271,12 +240,6 @@ static bool limit_event(double wait_s)
 	return false;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: srq-check -d DEVICE [-g GID_INDEX] [-v]\n"
-		   "       srq-check -l\n");
-}
-
 int main(int argc, char **argv)
 {
 	struct ibv_device_attr da;
@@ -285,22 +248,10 @@ int main(int argc, char **argv)
 	struct ibv_srq_attr q;
 	const char *name = NULL, *why = NULL;
 	char buf[256];
-	int gid = -1, c, rc;
+	int gid, rc;
 
-	while ((c = getopt(argc, argv, "d:g:lvh")) != -1) {
-		switch (c) {
-		case 'd': name = optarg; break;
-		case 'g': gid = atoi(optarg); break;
-		case 'v': verbose = true; break;
-		case 'l':
-			for (size_t i = 0; i < sizeof(checks) / sizeof(*checks); i++)
-				printf("%s\n", checks[i]);
-			return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	check_tool_args(argc, argv, checks, sizeof(checks) / sizeof(*checks),
+			&name, &gid);
 	open_device(&dev, name, 1, gid, &da);
 	pd_q = ibv_alloc_pd(dev.ctx);
 	pd_s = ibv_alloc_pd(dev.ctx);
@@ -324,15 +275,15 @@ int main(int argc, char **argv)
 	if (!srq)
 		die("ibv_create_srq: %s", strerror(errno));
 	if (ibv_query_srq(srq, &q))
-		result(checks[0], "ibv_query_srq: %s", strerror(errno));
+		check_result(checks[0], "ibv_query_srq: %s", strerror(errno));
 	else if (da.max_srq < 1 || da.max_srq_wr < SRQ_WR || da.max_srq_sge < 1)
-		result(checks[0], "device: max_srq %d, max_srq_wr %d, max_srq_sge %d",
+		check_result(checks[0], "device: max_srq %d, max_srq_wr %d, max_srq_sge %d",
 		       da.max_srq, da.max_srq_wr, da.max_srq_sge);
 	else if (q.max_wr < SRQ_WR || q.srq_limit != 0)
-		result(checks[0], "query: max_wr %u, limit %u", q.max_wr,
+		check_result(checks[0], "query: max_wr %u, limit %u", q.max_wr,
 		       q.srq_limit);
 	else
-		result(checks[0], NULL);
+		check_result(checks[0], NULL);
 	granted = q.max_wr;
 	sa.attr.max_wr = 8;
 	srq2 = ibv_create_srq(pd_s, &sa);
@@ -353,9 +304,9 @@ int main(int argc, char **argv)
 
 		rc = ibv_post_recv(qb[0], &wr, &bad);
 		if (rc == 0)
-			result(checks[1], "ibv_post_recv on a QP with an SRQ succeeded");
+			check_result(checks[1], "ibv_post_recv on a QP with an SRQ succeeded");
 		else
-			result(checks[1], NULL);
+			check_result(checks[1], NULL);
 	}
 
 	/* two_qps_share_receives: 32 receives, 16 messages from each sender,
@@ -366,13 +317,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 16 && !rc; i++)
 		rc = send_msg(qa[0], msg_id(1, i)) ?: send_msg(qa[1], msg_id(2, i));
 	if (rc)
-		result(checks[2], "posting: %s", strerror(rc));
+		check_result(checks[2], "posting: %s", strerror(rc));
 	else if ((rc = sends_done(32)))
-		result(checks[2], "send completion status %d", rc);
+		check_result(checks[2], "send completion status %d", rc);
 	else if ((why = receive_msgs(32, buf, sizeof(buf))))
-		result(checks[2], "%s", why);
+		check_result(checks[2], "%s", why);
 	else
-		result(checks[2], NULL);
+		check_result(checks[2], NULL);
 
 	/* limit_event: 8 receives, limit 4. 4 taken leave 4 (not below the
 	 * limit): no event. The 5th leaves 3: one event, the limit disarmed.
@@ -382,36 +333,36 @@ int main(int argc, char **argv)
 		rc = post_srq(srq, posted_total++, rmr, rbuf);
 	q.srq_limit = 4;
 	if (rc || (rc = ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT))) {
-		result(checks[3], "posting or arming: %s", strerror(rc));
+		check_result(checks[3], "posting or arming: %s", strerror(rc));
 	} else if (ibv_query_srq(srq, &q) || q.srq_limit != 4) {
-		result(checks[3], "armed limit reads back as %u", q.srq_limit);
+		check_result(checks[3], "armed limit reads back as %u", q.srq_limit);
 	} else if ((why = take_n(qa[0], 100, 4, buf, sizeof(buf)))) {
-		result(checks[3], "the first 4 messages: %s", why);
+		check_result(checks[3], "the first 4 messages: %s", why);
 	} else if (limit_event(1)) {
-		result(checks[3], "the event came with 4 receives left, limit 4");
+		check_result(checks[3], "the event came with 4 receives left, limit 4");
 	} else if ((why = take_n(qa[0], 104, 1, buf, sizeof(buf)))) {
-		result(checks[3], "the 5th message: %s", why);
+		check_result(checks[3], "the 5th message: %s", why);
 	} else if (!limit_event(5)) {
-		result(checks[3], "no IBV_EVENT_SRQ_LIMIT_REACHED within 5 s of 3 left");
+		check_result(checks[3], "no IBV_EVENT_SRQ_LIMIT_REACHED within 5 s of 3 left");
 	} else if (ibv_query_srq(srq, &q) || q.srq_limit != 0) {
-		result(checks[3], "limit still armed after the event (%u)",
+		check_result(checks[3], "limit still armed after the event (%u)",
 		       q.srq_limit);
 	} else if ((why = take_n(qa[0], 105, 1, buf, sizeof(buf)))) {
-		result(checks[3], "the 6th message: %s", why);
+		check_result(checks[3], "the 6th message: %s", why);
 	} else if (limit_event(1)) {
-		result(checks[3], "a second event without the limit armed again");
+		check_result(checks[3], "a second event without the limit armed again");
 	} else {
-		result(checks[3], NULL);
+		check_result(checks[3], NULL);
 	}
 
 	/* limit_above_size_refused */
 	q.srq_limit = granted + 1;
 	rc = ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT);
 	if (rc != EINVAL)
-		result(checks[4], "a limit of %u on an SRQ of %u: %s, want EINVAL",
+		check_result(checks[4], "a limit of %u on an SRQ of %u: %s, want EINVAL",
 		       granted + 1, granted, rc ? strerror(rc) : "accepted");
 	else
-		result(checks[4], NULL);
+		check_result(checks[4], NULL);
 
 	/* srq_full: 2 receives are left; fill to the size granted, then one
 	 * more. */
@@ -419,23 +370,23 @@ int main(int argc, char **argv)
 	for (uint32_t i = 2; i < granted && !rc; i++)
 		rc = post_srq(srq, posted_total++, rmr, rbuf);
 	if (rc)
-		result(checks[5], "receive %d of %u refused: %s",
+		check_result(checks[5], "receive %d of %u refused: %s",
 		       posted_total, granted, strerror(rc));
 	else if (!post_srq(srq, posted_total, rmr, rbuf))
-		result(checks[5], "receive %u accepted by an SRQ of %u",
+		check_result(checks[5], "receive %u accepted by an SRQ of %u",
 		       granted + 1, granted);
 	else
-		result(checks[5], NULL);
+		check_result(checks[5], NULL);
 
 	/* resize_keeps_receives: double the size while full, post one more;
 	 * shrinking below what is posted is refused; 3 messages land. */
 	q.max_wr = 2 * granted;
 	if ((rc = ibv_modify_srq(srq, &q, IBV_SRQ_MAX_WR))) {
-		result(checks[6], "growing to %u: %s", 2 * granted, strerror(rc));
+		check_result(checks[6], "growing to %u: %s", 2 * granted, strerror(rc));
 	} else if (ibv_query_srq(srq, &q) || q.max_wr < 2 * granted) {
-		result(checks[6], "max_wr reads back as %u", q.max_wr);
+		check_result(checks[6], "max_wr reads back as %u", q.max_wr);
 	} else if ((rc = post_srq(srq, posted_total++, rmr, rbuf))) {
-		result(checks[6], "posting after the resize: %s", strerror(rc));
+		check_result(checks[6], "posting after the resize: %s", strerror(rc));
 	} else {
 		struct ibv_srq_attr s = { .max_wr = granted / 2 };
 		bool shrank = !ibv_modify_srq(srq, &s, IBV_SRQ_MAX_WR);
@@ -447,16 +398,16 @@ int main(int argc, char **argv)
 		if (!rc)
 			st = sends_done(3);
 		if (shrank)
-			result(checks[6], "shrinking to %u with %u receives posted succeeded",
+			check_result(checks[6], "shrinking to %u with %u receives posted succeeded",
 			       granted / 2, granted + 1);
 		else if (rc || st)
-			result(checks[6], "the 3 messages after it: %s",
+			check_result(checks[6], "the 3 messages after it: %s",
 			       rc ? strerror(rc) : st < 0 ? "a send completion is missing" :
 			       "a send failed");
 		else if ((why = receive_msgs(3, buf, sizeof(buf))))
-			result(checks[6], "the 3 messages after it: %s", why);
+			check_result(checks[6], "the 3 messages after it: %s", why);
 		else
-			result(checks[6], NULL);
+			check_result(checks[6], NULL);
 		vmsg("send status %d", st);
 	}
 
@@ -466,17 +417,17 @@ int main(int argc, char **argv)
 	 * with an error and write nothing. */
 	memset(qbuf, 0x5a, SLOT);
 	if ((rc = post_srq(srq2, 0, pdsmr, pdsbuf))) {
-		result(checks[7], "posting: %s", strerror(rc));
+		check_result(checks[7], "posting: %s", strerror(rc));
 	} else if ((rc = send_msg(qa[2], msg_id(3, 1)))) {
-		result(checks[7], "sending: %s", strerror(rc));
+		check_result(checks[7], "sending: %s", strerror(rc));
 	} else if ((rc = sends_done(1)) ||
 		   (why = receive_msgs(1, buf, sizeof(buf)))) {
-		result(checks[7], "a receive of the SRQ's own PD: %s",
+		check_result(checks[7], "a receive of the SRQ's own PD: %s",
 		       rc ? "the Send failed" : why);
 	} else if ((rc = post_srq(srq2, 0, qmr, qbuf))) {
-		result(checks[7], "posting: %s", strerror(rc));
+		check_result(checks[7], "posting: %s", strerror(rc));
 	} else if ((rc = send_msg(qa[2], msg_id(3, 2)))) {
-		result(checks[7], "sending: %s", strerror(rc));
+		check_result(checks[7], "sending: %s", strerror(rc));
 	} else {
 		int st = sends_done(1);
 		bool clean = true;
@@ -484,22 +435,22 @@ int main(int argc, char **argv)
 		for (int i = 0; i < SLOT; i++)
 			clean &= qbuf[i] == 0x5a;
 		if (st == 0)
-			result(checks[7], "the Send succeeded into a region of another PD");
+			check_result(checks[7], "the Send succeeded into a region of another PD");
 		else if (st < 0)
-			result(checks[7], "the Send never completed");
+			check_result(checks[7], "the Send never completed");
 		else if (!clean)
-			result(checks[7], "bytes of the refused Send landed");
+			check_result(checks[7], "bytes of the refused Send landed");
 		else
-			result(checks[7], NULL);
+			check_result(checks[7], NULL);
 		vmsg("send status %d", st);
 	}
 
 	/* destroy_srq_in_use_refused */
 	if (!ibv_destroy_srq(srq)) {
 		srq = NULL;
-		result(checks[8], "an SRQ with QPs was destroyed");
+		check_result(checks[8], "an SRQ with QPs was destroyed");
 	} else {
-		result(checks[8], NULL);
+		check_result(checks[8], NULL);
 	}
 
 	/* send_to_destroyed_qp_times_out: B1 is destroyed, then A1 sends to
@@ -511,23 +462,23 @@ int main(int argc, char **argv)
 		die("ibv_destroy_qp: %s", strerror(errno));
 	qb[0] = NULL;
 	if ((rc = send_msg(qa[0], msg_id(1, 300)))) {
-		result(checks[9], "sending: %s", strerror(rc));
+		check_result(checks[9], "sending: %s", strerror(rc));
 	} else {
 		struct ibv_wc wc;
 		double t0 = now_s();
 		int got = poll_until(scq, &wc, t0 + 0.3, 1000, 100000);
 
 		if (got == 1)
-			result(checks[9], "completed after %.3f s with status %d",
+			check_result(checks[9], "completed after %.3f s with status %d",
 			       now_s() - t0, wc.status);
 		else if (poll_until(scq, &wc, t0 + 40, 1000, 1000000) != 1)
-			result(checks[9], "no completion within 40 s");
+			check_result(checks[9], "no completion within 40 s");
 		else if (wc.status != IBV_WC_RETRY_EXC_ERR ||
 			 wc.wr_id != msg_id(1, 300))
-			result(checks[9], "status %d, wr_id %#llx after %.1f s, want RETRY_EXC_ERR",
+			check_result(checks[9], "status %d, wr_id %#llx after %.1f s, want RETRY_EXC_ERR",
 			       wc.status, (unsigned long long)wc.wr_id, now_s() - t0);
 		else
-			result(checks[9], NULL);
+			check_result(checks[9], NULL);
 		vmsg("failed after %.1f s", now_s() - t0);
 	}
 
@@ -545,5 +496,5 @@ int main(int argc, char **argv)
 	ibv_dealloc_pd(pd_q);
 	ibv_dealloc_pd(pd_s);
 	ibv_close_device(dev.ctx);
-	return failures;
+	return check_failures;
 }

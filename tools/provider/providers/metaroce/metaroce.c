@@ -192,6 +192,24 @@ static struct ibv_mr *metaroce_reg_mr(struct ibv_pd *pd, void *addr,
 	return &vmr->ibv_mr;
 }
 
+/* In place: the kernel keeps the region's keys (verbs.md, rereg_mr). The
+ * new translation is reached at its own address, as reg_mr does. */
+static int metaroce_rereg_mr(struct verbs_mr *vmr, int flags,
+			     struct ibv_pd *pd, void *addr, size_t length,
+			     int access)
+{
+	struct ibv_rereg_mr cmd = {};
+	struct ib_uverbs_rereg_mr_resp resp = {};
+	int ret;
+
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 static int metaroce_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;
@@ -910,6 +928,7 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.query_qp = metaroce_query_qp,
 	.query_srq = metaroce_query_srq,
 	.reg_mr = metaroce_reg_mr,
+	.rereg_mr = metaroce_rereg_mr,
 	.resize_cq = metaroce_resize_cq,
 };
 

@@ -1,0 +1,50 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Verbs objects a local user creates and changes, on one device (QPs
+# connected over its own GID), through the public libibverbs API:
+# - tools/integrity/rereg-check: registering a memory region again
+#   (ibv_rereg_mr). Its new rights, PD and translation govern the very next
+#   Write or Read (refused bytes never land), and pages pinned only for
+#   reading are never given a right that writes.
+# - tools/integrity/limits-check: no more PDs, CQs and SRQs than
+#   ibv_query_device reports, with ENOMEM at the edge and the room of a
+#   destroyed one given back.
+# The same runs on rdma_rxe in the same boot, for comparison. rdma-core's rxe
+# provider has no rereg_mr (its kernel driver changes PD and rights only), so
+# a rereg-check check that fails on rxe with EOPNOTSUPP is reported as TODO;
+# rxe's maxima are above what limits-check creates (SKIP). Any other rxe
+# failure fails.
+#
+# Needs the rdma-core build with the MetaRoCE provider (make provider) and
+# the tools (make -C tools/integrity); REREG_CHECK and LIMITS_CHECK name
+# other binaries.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_netns.sh"
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+rereg=${REREG_CHECK:-$top/tools/integrity/rereg-check}
+limits=${LIMITS_CHECK:-$top/tools/integrity/limits-check}
+prefix=$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
+[ -e "$prefix/lib/libibverbs.so.1" ] || skip_all "the rdma-core build is missing (make provider)"
+for b in "$rereg" "$limits"; do
+	[ -x "$b" ] || skip_all "$b is not built (make -C tools/integrity)"
+done
+require_tools ip rdma
+rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
+
+logs=$(mktemp -d)
+trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
+# (No process substitution: the test VM has no /dev/fd.)
+names=($("$rereg" -l) $("$limits" -l))
+per_type=$((1 + ${#names[@]}))
+
+# type_points TYPE: one point per check of each tool.
+type_points() {
+	check_tool_points "$1" "$rereg" "$logs" ": .*Operation not supported"
+	check_tool_points "$1" "$limits" "$logs"
+}
+
+ktap_plan $((2 * per_type))
+each_type "$per_type" type_points
+ktap_finish
