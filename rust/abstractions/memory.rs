@@ -166,7 +166,9 @@ impl Umem {
 /// A new translation for a memory region (`ibv_rereg_mr` with
 /// `IBV_REREG_MR_CHANGE_TRANSLATION`): the calling process's range
 /// `[start, start + length)`, reached at `iova`. Only good during the call
-/// that hands it out (`'a`).
+/// that hands it out (`'a`), in that process's thread: the raw pointer
+/// keeps it from being sent to another thread (pinning reads the current
+/// process's memory map), and [`Translation::pin`] consumes it.
 pub(crate) struct Translation<'a> {
     ibdev: *mut bindings::ib_device,
     start: u64,
@@ -197,7 +199,7 @@ impl<'a> Translation<'a> {
     }
 
     /// Pins the range for a region with `access` rights (may sleep).
-    pub(crate) fn pin(&self, access: super::types::Access) -> Result<Umem> {
+    pub(crate) fn pin(self, access: super::types::Access) -> Result<Umem> {
         Umem::pin_user(self.ibdev, self.start, self.length, access.0 as c_int)
     }
 }

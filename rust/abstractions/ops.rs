@@ -122,9 +122,9 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         mem: KernelMemory,
     ) -> Result<(Self::Mr, MrKeys)>;
     /// Changes a user memory region in place (`ibv_rereg_mr`; the core has
-    /// checked the flags and `access`, and holds the region exclusively):
-    /// each of its domain, its rights and its translation that is `Some`.
-    /// The keys stay.
+    /// checked the flags and `access`, and lets no other rereg or dereg of
+    /// it run meanwhile): each of its domain, its rights and its
+    /// translation that is `Some`. The keys stay.
     fn rereg_user_mr(
         dev: &Device<Self>,
         mr: &Self::Mr,

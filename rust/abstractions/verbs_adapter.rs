@@ -221,10 +221,10 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 CqEvents {
                     cq: KBox::pin_init(
                         new_spinlock_bh!(Target(cq), "metaroce_cq_events"),
-                        GFP_KERNEL,
+                        GFP_KERNEL_ACCOUNT,
                     )?,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
             let resizing =
                 KBox::pin_init(new_mutex!((), "metaroce_cq_resize"), GFP_KERNEL_ACCOUNT)?;
@@ -417,8 +417,9 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let flags = flags as u32;
             let has = |f: u32| flags & f != 0;
             // SAFETY: The core passes a user region of a device with this
-            // table (made by `reg_user_mr`), which it holds exclusively for
-            // the call.
+            // table (made by `reg_user_mr`; the core refuses device-memory
+            // regions) and keeps it alive for the call; its data is only
+            // read (a key and the device, never changed).
             let (ibdev, data) = unsafe { ((*mr).device, &MrObj::<T>::from_raw(mr).data) };
             // SAFETY: As above.
             let dev = unsafe { Self::dev(ibdev) };
@@ -433,7 +434,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 .then_some(Access(access as u32));
             let trans = if has(bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS) {
                 // SAFETY: `ibdev` is registered for the call, which runs in
-                // the process whose range this is (a uverbs command).
+                // the process whose range this is (a uverbs command); the
+                // value is handed to the driver for the call only.
                 Some(unsafe { Translation::new(ibdev, start, length, iova) })
             } else {
                 None

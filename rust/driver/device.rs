@@ -260,10 +260,7 @@ impl DeviceOps for MetaroceDevice {
     }
 
     fn alloc_pd(dev: &Device<Self>) -> Result<Pd> {
-        Ok(Pd {
-            _quota: Quota::take(&dev.shared.objects, Kind::Pd)?,
-            id: dev.shared.alloc_pd(),
-        })
+        Pd::new(&dev.shared)
     }
 
     fn cq_size(_dev: &Device<Self>, cqe: u32) -> Result<u32> {
@@ -354,8 +351,7 @@ impl DeviceOps for MetaroceDevice {
         attr: &mut SrqAttr,
         events: Arc<SrqEvents>,
     ) -> Result<Srq> {
-        let quota = Quota::take(&dev.shared.objects, Kind::Srq)?;
-        Srq::new(pd.id, attr, events, quota)
+        Srq::new(pd.id, attr, events, &dev.shared.objects)
     }
 
     fn modify_srq(srq: &Srq, m: &SrqModify) -> Result {

@@ -10,7 +10,7 @@ use super::{
     counters::{bump, Counters},
     mr::{Mem, MrTable, PdId},
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
-    quota::{ObjectCounts, Quota},
+    quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
     state::{Peer, PeerInner, PeerNode, Shared, Tables},
 };
@@ -181,11 +181,13 @@ impl Shared {
     ) -> Result {
         let mut mem = match trans {
             Some(t) => {
-                // The core holds the region exclusively: its rights do not
-                // change between this read and the swap.
+                // No other rereg of the region runs meanwhile, so its rights
+                // do not change between this read and the swap (and if they
+                // did, `MrTable::rereg` checks the pins it is given).
                 let now = self.tables.lock().mrs.mr(key).map(|e| e.access);
                 let rights = access.or(now).ok_or(EINVAL)?;
-                Some((Mem::User(t.pin(rights)?), t.iova))
+                let iova = t.iova;
+                Some((Mem::User(t.pin(rights)?), iova))
             }
             None => None,
         };
@@ -409,7 +411,19 @@ impl UdpHandler for Shared {
 /// A protection domain.
 pub(crate) struct Pd {
     pub(crate) id: PdId,
-    pub(crate) _quota: Quota,
+    /// Its place among the device's PDs.
+    _quota: Quota,
+}
+
+impl Pd {
+    /// A new PD of the device `dev` (ENOMEM if it holds its most).
+    pub(crate) fn new(dev: &Shared) -> Result<Self> {
+        let quota = Quota::take(&dev.objects, Kind::Pd)?;
+        Ok(Self {
+            id: dev.alloc_pd(),
+            _quota: quota,
+        })
+    }
 }
 
 /// A memory region.

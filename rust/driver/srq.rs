@@ -13,7 +13,11 @@
 //! with another leaf, and the limit event is raised from a work item with
 //! no driver lock held.
 
-use super::{cq::ring_slots, mr::PdId, quota::Quota};
+use super::{
+    cq::ring_slots,
+    mr::PdId,
+    quota::{Kind, ObjectCounts, Quota},
+};
 use crate::abstractions::{
     net::{Timer, TimerHandler},
     ops::SrqEvents,
@@ -170,11 +174,12 @@ impl Srq {
         pd: PdId,
         attr: &mut SrqAttr,
         events: Arc<SrqEvents>,
-        quota: Quota,
+        counts: &Arc<ObjectCounts>,
     ) -> Result<Self> {
         if attr.max_wr == 0 || attr.max_wr > MAX_SRQ_WR || attr.max_sge > MAX_SGE {
             return Err(EINVAL);
         }
+        let quota = Quota::take(counts, Kind::Srq)?;
         attr.max_sge = MAX_SGE;
         attr.limit = 0;
         let slots = ring_slots(attr.max_wr)?;

@@ -275,19 +275,22 @@ netem_clear() {
 	true
 }
 
-# check_tool_points TYPE BIN LOGDIR [KNOWN]: runs BIN, a one-device check
-# tool of tools/integrity ("PASS name", "FAIL name: why" or "SKIP name: why"
-# per check; -l lists them), on $RDMA_A in $NS_A: one test point per check. rdma_rxe is the
-# reference, not the subject: on it, a failure whose "name: why" matches the
-# extended regular expression KNOWN (what rxe is known to do otherwise, see
-# tools/integrity/README.md) is reported TODO; any other failure fails.
+# check_tool_points TYPE BIN LOGDIR [KNOWN [SECONDS]]: runs BIN, a one-device
+# check tool of tools/integrity ("PASS name", "FAIL name: why" or
+# "SKIP name: why" per check, "# note" lines; -l lists the checks) on
+# $RDMA_A in $NS_A for at most SECONDS (120): one test point per check, the
+# notes as comments. rdma_rxe is the reference, not the subject: on it, a
+# failure whose "name: why" matches the extended regular expression KNOWN
+# (what rxe is known to do otherwise, see tools/integrity/README.md) is
+# reported TODO; any other failure fails.
 check_tool_points() {
-	local type=$1 bin=$2 logs=$3 known=${4:-} rc n l names
+	local type=$1 bin=$2 logs=$3 known=${4:-} secs=${5:-120} rc n l names
 	names=$("$bin" -l)
-	ip netns exec "$NS_A" timeout 120 "$__lib_netns_top/scripts/rdma-env.sh" \
+	ip netns exec "$NS_A" timeout "$secs" "$__lib_netns_top/scripts/rdma-env.sh" \
 		"$bin" -d "$RDMA_A" -g "$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")" \
 		>"$logs/check" 2>"$logs/check.err"
 	rc=$?
+	grep "^# " "$logs/check" | while read -r l; do ktap_info "${l#\# }"; done
 	for n in $names; do
 		l=$(grep -m1 -E "^(PASS|FAIL|SKIP) $n(:|$)" "$logs/check")
 		case "$l" in

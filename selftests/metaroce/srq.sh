@@ -20,7 +20,7 @@ bin=${SRQ_CHECK:-$top/tools/integrity/srq-check}
 prefix=$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
 [ -e "$prefix/lib/libibverbs.so.1" ] || skip_all "the rdma-core build is missing (make provider)"
 [ -x "$bin" ] || skip_all "$bin is not built (make -C tools/integrity)"
-require_tools ip rdma ibv_srq_pingpong
+require_tools ip rdma ss ibv_srq_pingpong
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 logs=$(mktemp -d)

@@ -16,7 +16,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 env=$top/scripts/rdma-env.sh
 prefix=$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
 [ -e "$prefix/lib/libibverbs.so.1" ] || skip_all "the rdma-core build is missing (make provider)"
-require_tools ip rdma ibv_devinfo ibv_rc_pingpong
+require_tools ip rdma ss ibv_devinfo ibv_rc_pingpong
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 logs=$(mktemp -d)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What mr-integrity and mr-negative share (see common.h).
+ * What the tools of tools/integrity share (see common.h).
  */
 #define _GNU_SOURCE
 #include "common.h"

@@ -8,9 +8,9 @@
  *   rereg-check -d DEVICE [-g GID_INDEX] [-v]
  *   rereg-check -l          (the names of the checks, in order)
  *
- * One target region is registered again, step by step: its rights
- * (revoking remote write, granting remote read), its PD, and its
- * translation (another buffer). After each step a peer QP's RDMA Write or
+ * One target region is registered again, step by step: its rights alone
+ * (revoking remote write, granting remote read), its PD alone, and its
+ * translation alone (another buffer); its keys must stay. After each step a peer QP's RDMA Write or
  * Read must find exactly the new rules: refused bytes never land, granted
  * ones do. A QP whose request is refused moves to the error state, so each
  * refusal is tried on a fresh pair of QPs. Last, a region of pages mapped
@@ -56,13 +56,14 @@ static struct ibv_qp *pair(struct ibv_pd *pd, struct ibv_qp **b)
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 		  IBV_ACCESS_REMOTE_READ;
 	struct ibv_qp *qa = ibv_create_qp(pd, &a);
+	int rc;
 
 	*b = ibv_create_qp(pd, &a);
 	if (!qa || !*b)
 		die("ibv_create_qp: %s", strerror(errno));
-	if (connect_loopback(&dev, qa, *b, acc))
+	if ((rc = connect_loopback(&dev, qa, *b, acc)))
 		die("connecting QPs %u and %u: %s", qa->qp_num, (*b)->qp_num,
-		    strerror(errno));
+		    strerror(rc));
 	return qa;
 }
 
@@ -81,17 +82,20 @@ static int transfer(struct ibv_pd *pd, enum ibv_wr_opcode op, uint8_t *local,
 		.wr.rdma = { .remote_addr = (uintptr_t)remote, .rkey = rkey },
 	}, *bad;
 	struct ibv_wc wc;
+	double until = now_s() + 10;
 	int status = -1;
 
 	if (ibv_post_send(a, &wr, &bad))
 		die("ibv_post_send: %s", strerror(errno));
-	if (poll_until(cq, &wc, now_s() + 10, 1000, 100000) == 1)
-		status = wc.status;
+	/* Only this QP's completion counts: a late one of an earlier pair
+	 * (its QP destroyed) is passed over. */
+	while (status < 0 && poll_until(cq, &wc, until, 1000, 100000) == 1)
+		if (wc.qp_num == a->qp_num)
+			status = wc.status;
 	vmsg("%s of %d bytes under rkey %#x: status %d",
 	     op == IBV_WR_RDMA_READ ? "Read" : "Write", XFER, rkey, status);
 	if (ibv_destroy_qp(a) || ibv_destroy_qp(b))
 		die("ibv_destroy_qp: %s", strerror(errno));
-	/* A refused request also flushes nothing else: the pair had one. */
 	return status;
 }
 
@@ -107,6 +111,19 @@ static bool all(const uint8_t *p, uint8_t v)
 static const char *status_name(int s)
 {
 	return s < 0 ? "no completion within 10 s" : ibv_wc_status_str(s);
+}
+
+/* The keys of the target region when it was registered. */
+static uint32_t lkey0, rkey0;
+
+/* The region is registered again in place: its keys stay. */
+static bool same_keys(const struct ibv_mr *mr)
+{
+	if (mr->lkey == lkey0 && mr->rkey == rkey0)
+		return true;
+	vmsg("keys %#x/%#x, registered as %#x/%#x", mr->lkey, mr->rkey, lkey0,
+	     rkey0);
+	return false;
 }
 
 /* ibv_rereg_mr, with errno as the kernel's answer when it fails. */
@@ -148,6 +165,8 @@ int main(int argc, char **argv)
 	mr = ibv_reg_mr(pd1, t1, LEN, lw | rw);
 	if (!src1 || !src2 || !mr)
 		die("ibv_reg_mr: %s", strerror(errno));
+	lkey0 = mr->lkey;
+	rkey0 = mr->rkey;
 
 	/* access_revokes_remote_write: a Write lands, then after the region
 	 * drops REMOTE_WRITE the next one is refused and lands nothing. */
@@ -159,6 +178,8 @@ int main(int argc, char **argv)
 	else if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, lw)))
 		check_result(checks[0], "ibv_rereg_mr to LOCAL_WRITE: %s",
 			     strerror(rc));
+	else if (!same_keys(mr))
+		check_result(checks[0], "the keys changed");
 	else if (memset(src, 0x22, LEN),
 		 (s = transfer(pd1, IBV_WR_RDMA_WRITE, src, src1, t1,
 			       mr->rkey)) != IBV_WC_REM_ACCESS_ERR)
@@ -190,61 +211,69 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[1], NULL);
 
-	/* pd_moves_region: in pd2 the region is out of pd1's reach, remotely
-	 * (a Write through pd1's QP) and locally (pd1's QP naming it as its
-	 * source), and within pd2's. */
-	memset(src, 0x33, LEN);
-	if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
-			pd2, NULL, lw | rw)))
+	/* pd_moves_region: moved to pd2 (its rights unchanged), the region
+	 * is out of pd1's reach, remotely (a Read through pd1's QP) and
+	 * locally (pd1's QP naming it as its source), and within pd2's. */
+	memset(src, 0, LEN);
+	if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0)))
 		check_result(checks[2], "ibv_rereg_mr to pd2: %s", strerror(rc));
-	else if ((s = transfer(pd1, IBV_WR_RDMA_WRITE, src, src1, t1,
+	else if (!same_keys(mr))
+		check_result(checks[2], "the keys changed");
+	else if ((s = transfer(pd1, IBV_WR_RDMA_READ, src, src1, t1,
 			       mr->rkey)) != IBV_WC_REM_ACCESS_ERR)
-		check_result(checks[2], "a Write through pd1: %s, want %s",
+		check_result(checks[2], "a Read through pd1: %s, want %s",
 			     status_name(s),
 			     ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR));
-	else if (!all(t1, 0x11))
-		check_result(checks[2], "bytes of the Write through pd1 landed");
+	else if (!all(src, 0))
+		check_result(checks[2], "the refused Read brought bytes");
 	else if ((s = transfer(pd1, IBV_WR_RDMA_WRITE, t1, mr, t2,
 			       src2->rkey)) != IBV_WC_LOC_PROT_ERR)
 		check_result(checks[2], "pd1's QP sending from it: %s, want %s",
 			     status_name(s),
 			     ibv_wc_status_str(IBV_WC_LOC_PROT_ERR));
-	else if ((s = transfer(pd2, IBV_WR_RDMA_WRITE, src, src2, t1,
+	else if ((s = transfer(pd2, IBV_WR_RDMA_READ, src, src2, t1,
 			       mr->rkey)))
-		check_result(checks[2], "a Write through pd2: %s",
+		check_result(checks[2], "a Read through pd2: %s",
 			     status_name(s));
-	else if (!all(t1, 0x33))
-		check_result(checks[2], "the Write through pd2 did not land");
+	else if (!all(src, 0x11))
+		check_result(checks[2], "the Read through pd2 brought other bytes");
 	else
 		check_result(checks[2], NULL);
 
-	/* translation_moves_region: the same key now reaches t2 at t2's
-	 * address; t1 is out of it. */
+	/* translation_moves_region: given REMOTE_WRITE again, then a new
+	 * translation (alone), the same key reaches t2 at t2's address; t1
+	 * is out of it. */
 	memset(src, 0x44, LEN);
-	if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, t2, 0)))
+	if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, lw | rw)))
+		check_result(checks[3], "ibv_rereg_mr to add REMOTE_WRITE: %s",
+			     strerror(rc));
+	else if ((rc = rereg(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, t2, 0)))
 		check_result(checks[3], "ibv_rereg_mr to another buffer: %s",
 			     strerror(rc));
+	else if (!same_keys(mr))
+		check_result(checks[3], "the keys changed");
 	else if ((s = transfer(pd2, IBV_WR_RDMA_WRITE, src, src2, t2,
 			       mr->rkey)))
 		check_result(checks[3], "a Write to the new buffer: %s",
 			     status_name(s));
 	else if (!all(t2, 0x44))
 		check_result(checks[3], "the Write to the new buffer did not land");
-	else if (!all(t1, 0x33))
+	else if (!all(t1, 0x11))
 		check_result(checks[3], "the old buffer changed");
 	else if ((s = transfer(pd2, IBV_WR_RDMA_WRITE, src, src2, t1,
 			       mr->rkey)) != IBV_WC_REM_ACCESS_ERR)
 		check_result(checks[3], "a Write to the old buffer: %s, want %s",
 			     status_name(s),
 			     ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR));
-	else if (!all(t1, 0x33))
+	else if (!all(t1, 0x11))
 		check_result(checks[3], "bytes of the Write to the old buffer landed");
 	else
 		check_result(checks[3], NULL);
 
 	/* write_right_needs_writable_pages: pages mapped read-only are pinned
 	 * only for reading (they may be the shared zero page); no right that
-	 * writes may be given to them, with or without a new translation. */
+	 * writes may be given to them: EACCES for new rights alone, and
+	 * pinning them again for writing fails (EFAULT from the core). */
 	ro = mmap(NULL, LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ro == MAP_FAILED)
 		die("mmap: %s", strerror(errno));
@@ -252,12 +281,19 @@ int main(int argc, char **argv)
 	if (!ro_mr)
 		check_result(checks[4], "registering read-only pages for "
 			     "REMOTE_READ: %s", strerror(errno));
-	else if (!rereg(ro_mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, lw | rw))
-		check_result(checks[4], "LOCAL_WRITE | REMOTE_WRITE granted");
-	else if (!rereg(ro_mr, IBV_REREG_MR_CHANGE_ACCESS |
-			IBV_REREG_MR_CHANGE_TRANSLATION, NULL, ro, lw | rw))
-		check_result(checks[4], "LOCAL_WRITE | REMOTE_WRITE granted with "
-			     "the same pages pinned again");
+	else if ((rc = rereg(ro_mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+			     lw | rw)) != EACCES)
+		check_result(checks[4], "ibv_rereg_mr to LOCAL_WRITE | "
+			     "REMOTE_WRITE: %s, want %s",
+			     rc ? strerror(rc) : "granted", strerror(EACCES));
+	else if ((rc = rereg(ro_mr, IBV_REREG_MR_CHANGE_ACCESS |
+			     IBV_REREG_MR_CHANGE_TRANSLATION, NULL, ro,
+			     lw | rw)) != EFAULT && rc != EACCES)
+		check_result(checks[4], "ibv_rereg_mr to LOCAL_WRITE | "
+			     "REMOTE_WRITE with the same pages again: %s, want "
+			     "%s or %s",
+			     rc ? strerror(rc) : "granted", strerror(EFAULT),
+			     strerror(EACCES));
 	else if ((s = transfer(pd1, IBV_WR_RDMA_READ, src, src1, ro,
 			       ro_mr->rkey)))
 		check_result(checks[4], "a Read of the region after: %s",

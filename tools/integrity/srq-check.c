@@ -278,10 +278,10 @@ int main(int argc, char **argv)
 		check_result(checks[0], "ibv_query_srq: %s", strerror(errno));
 	else if (da.max_srq < 1 || da.max_srq_wr < SRQ_WR || da.max_srq_sge < 1)
 		check_result(checks[0], "device: max_srq %d, max_srq_wr %d, max_srq_sge %d",
-		       da.max_srq, da.max_srq_wr, da.max_srq_sge);
+			     da.max_srq, da.max_srq_wr, da.max_srq_sge);
 	else if (q.max_wr < SRQ_WR || q.srq_limit != 0)
 		check_result(checks[0], "query: max_wr %u, limit %u", q.max_wr,
-		       q.srq_limit);
+			     q.srq_limit);
 	else
 		check_result(checks[0], NULL);
 	granted = q.max_wr;
@@ -346,7 +346,7 @@ int main(int argc, char **argv)
 		check_result(checks[3], "no IBV_EVENT_SRQ_LIMIT_REACHED within 5 s of 3 left");
 	} else if (ibv_query_srq(srq, &q) || q.srq_limit != 0) {
 		check_result(checks[3], "limit still armed after the event (%u)",
-		       q.srq_limit);
+			     q.srq_limit);
 	} else if ((why = take_n(qa[0], 105, 1, buf, sizeof(buf)))) {
 		check_result(checks[3], "the 6th message: %s", why);
 	} else if (limit_event(1)) {
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
 	rc = ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT);
 	if (rc != EINVAL)
 		check_result(checks[4], "a limit of %u on an SRQ of %u: %s, want EINVAL",
-		       granted + 1, granted, rc ? strerror(rc) : "accepted");
+			     granted + 1, granted, rc ? strerror(rc) : "accepted");
 	else
 		check_result(checks[4], NULL);
 
@@ -371,10 +371,10 @@ int main(int argc, char **argv)
 		rc = post_srq(srq, posted_total++, rmr, rbuf);
 	if (rc)
 		check_result(checks[5], "receive %d of %u refused: %s",
-		       posted_total, granted, strerror(rc));
+			     posted_total, granted, strerror(rc));
 	else if (!post_srq(srq, posted_total, rmr, rbuf))
 		check_result(checks[5], "receive %u accepted by an SRQ of %u",
-		       granted + 1, granted);
+			     granted + 1, granted);
 	else
 		check_result(checks[5], NULL);
 
@@ -399,11 +399,11 @@ int main(int argc, char **argv)
 			st = sends_done(3);
 		if (shrank)
 			check_result(checks[6], "shrinking to %u with %u receives posted succeeded",
-			       granted / 2, granted + 1);
+			             granted / 2, granted + 1);
 		else if (rc || st)
 			check_result(checks[6], "the 3 messages after it: %s",
-			       rc ? strerror(rc) : st < 0 ? "a send completion is missing" :
-			       "a send failed");
+			             rc ? strerror(rc) : st < 0 ? "a send completion is missing" :
+			             "a send failed");
 		else if ((why = receive_msgs(3, buf, sizeof(buf))))
 			check_result(checks[6], "the 3 messages after it: %s", why);
 		else
@@ -423,7 +423,7 @@ int main(int argc, char **argv)
 	} else if ((rc = sends_done(1)) ||
 		   (why = receive_msgs(1, buf, sizeof(buf)))) {
 		check_result(checks[7], "a receive of the SRQ's own PD: %s",
-		       rc ? "the Send failed" : why);
+			     rc ? "the Send failed" : why);
 	} else if ((rc = post_srq(srq2, 0, qmr, qbuf))) {
 		check_result(checks[7], "posting: %s", strerror(rc));
 	} else if ((rc = send_msg(qa[2], msg_id(3, 2)))) {
@@ -470,13 +470,13 @@ int main(int argc, char **argv)
 
 		if (got == 1)
 			check_result(checks[9], "completed after %.3f s with status %d",
-			       now_s() - t0, wc.status);
+			             now_s() - t0, wc.status);
 		else if (poll_until(scq, &wc, t0 + 40, 1000, 1000000) != 1)
 			check_result(checks[9], "no completion within 40 s");
 		else if (wc.status != IBV_WC_RETRY_EXC_ERR ||
 			 wc.wr_id != msg_id(1, 300))
 			check_result(checks[9], "status %d, wr_id %#llx after %.1f s, want RETRY_EXC_ERR",
-			       wc.status, (unsigned long long)wc.wr_id, now_s() - t0);
+			             wc.status, (unsigned long long)wc.wr_id, now_s() - t0);
 		else
 			check_result(checks[9], NULL);
 		vmsg("failed after %.1f s", now_s() - t0);

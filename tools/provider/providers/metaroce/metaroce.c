@@ -192,8 +192,10 @@ static struct ibv_mr *metaroce_reg_mr(struct ibv_pd *pd, void *addr,
 	return &vmr->ibv_mr;
 }
 
-/* In place: the kernel keeps the region's keys (verbs.md, rereg_mr). The
- * new translation is reached at its own address, as reg_mr does. */
+/* In place: the kernel keeps the region's keys (verbs.md, rereg_mr).
+ * ibv_rereg_mr takes no iova, so a new translation is reached at its own
+ * address (as mlx5 does): a region registered with another iova (or zero
+ * based) is addressed from its new buffer's address afterwards. */
 static int metaroce_rereg_mr(struct verbs_mr *vmr, int flags,
 			     struct ibv_pd *pd, void *addr, size_t length,
 			     int access)
