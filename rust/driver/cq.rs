@@ -9,7 +9,7 @@
 //! a worker thread, with no lock of this driver held (only `CqEvents`' own,
 //! which keeps the handler from racing the CQ's destruction).
 
-use super::quota::Quota;
+use super::quota::{Kind, ObjectCounts, Quota};
 use crate::abstractions::{
     net::{Timer, TimerHandler},
     ops::{CqEvents, ResAttrs},
@@ -151,7 +151,10 @@ pub(super) fn ring_slots<T>(n: u32) -> Result<KVVec<Option<T>>> {
 }
 
 impl Cq {
-    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>, quota: Quota) -> Result<Self> {
+    /// A CQ of `cqe` entries (checked by `cq_size`), counted among the
+    /// device's CQs in `counts` (ENOMEM if it holds its most).
+    pub(crate) fn new(cqe: u32, events: Arc<CqEvents>, counts: &Arc<ObjectCounts>) -> Result<Self> {
+        let quota = Quota::take(counts, Kind::Cq)?;
         let slots = ring_slots(cqe)?;
         let notify = Timer::new_arc(
             CqNotify {

@@ -8,7 +8,7 @@ use super::{
     mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
     qp::{Qp, MAX_QP_WR, MAX_SGE},
-    quota::{Kind, Quota},
+    quota::Kind,
     rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
     shared::{Mr, Pd, MAX_QPS},
@@ -271,7 +271,7 @@ impl DeviceOps for MetaroceDevice {
     }
 
     fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Cq> {
-        Cq::new(cqe, events, Quota::take(&dev.shared.objects, Kind::Cq)?)
+        Cq::new(cqe, events, &dev.shared.objects)
     }
 
     fn resize_cq(cq: &Cq, cqe: u32) -> Result {

@@ -121,7 +121,7 @@ int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, uint8_t rnr_retry,
 int connect_loopback(const struct rdma_dev *d, struct ibv_qp *a,
 		     struct ibv_qp *b, int access);
 
-/* ---------- checks (srq-check, rereg-check) ---------- */
+/* ---------- checks (srq-check, rereg-check, limits-check) ---------- */
 
 /* The options of a check tool, "PROG -d DEVICE [-g GID_INDEX] [-v]" or
  * "PROG -l": sets *DEV and *GID (-1 when not given) and verbose; -l prints
