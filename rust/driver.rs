@@ -20,6 +20,7 @@ mod srq;
 mod state;
 mod telemetry;
 mod transport_kunit;
+mod ud;
 
 use crate::abstractions::{device::DeviceSet, net::NetPorts};
 use device::MetaroceDevice;

@@ -188,6 +188,8 @@ impl<T: DeviceOps> Adapter<T> {
             attr.max_msg_sz = a.max_msg_sz;
             attr.active_speed = a.link.speed;
             attr.active_width = a.link.width;
+            // The connection manager serves the port (QP1 carries its MADs).
+            attr.port_cap_flags = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
             Ok(0)
         })
     }
@@ -203,16 +205,14 @@ impl<T: DeviceOps> Adapter<T> {
             let p = T::port_immutable(dev, port)?;
             // SAFETY: `imm` is valid for writes.
             let imm = unsafe { &mut *imm };
-            // RoCE v2 framing of addresses (GIDs from IPv4, Ethernet address
-            // handles), but no MAD or CM service: the kernel's MAD layer and
-            // connection managers would need QP1, which MetaRoCE does not
-            // carry yet, and skip the port instead of failing on it.
-            imm.core_cap_flags =
-                bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP | bindings::RDMA_CORE_CAP_ETH_AH;
+            // A RoCE v2 port as the core knows one: GIDs from IP addresses,
+            // Ethernet address handles, and the MAD and CM services, whose
+            // MADs QP1 (a GSI QP, over MetaRoCE datagrams) carries, so that
+            // the kernel's connection managers (RDMA-CM) serve the port.
+            imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
             imm.gid_tbl_len = p.gid_tbl_len;
             imm.pkey_tbl_len = p.pkey_tbl_len;
-            // No MADs (the core insists on 0 without the MAD capability).
-            imm.max_mad_size = 0;
+            imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
             Ok(0)
         })
     }

@@ -55,6 +55,24 @@ int mr_spin_trylock_bh(spinlock_t *lock)
 	return spin_trylock_bh(lock);
 }
 
+unsigned long mr_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+int mr_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
+{
+	return spin_trylock_irqsave(lock, *flags);
+}
+
+void mr_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}
+
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, src, len);
@@ -118,6 +136,11 @@ unsigned int mr_skb_len(const struct sk_buff *skb)
 __be32 mr_skb_saddr4(const struct sk_buff *skb)
 {
 	return ip_hdr(skb)->saddr;
+}
+
+__be32 mr_skb_daddr4(const struct sk_buff *skb)
+{
+	return ip_hdr(skb)->daddr;
 }
 
 bool mr_skb_ce4(const struct sk_buff *skb)

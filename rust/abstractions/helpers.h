@@ -35,6 +35,9 @@ struct net_device *mr_netdev_notifier_info_to_dev(void *info);
 void mr_spin_lock_bh(spinlock_t *lock);
 void mr_spin_unlock_bh(spinlock_t *lock);
 int mr_spin_trylock_bh(spinlock_t *lock);
+unsigned long mr_spin_lock_irqsave(spinlock_t *lock);
+int mr_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
+void mr_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len);
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem);
@@ -50,6 +53,7 @@ int mr_skb_linearize(struct sk_buff *skb);
 unsigned char *mr_skb_data(const struct sk_buff *skb);
 unsigned int mr_skb_len(const struct sk_buff *skb);
 __be32 mr_skb_saddr4(const struct sk_buff *skb);
+__be32 mr_skb_daddr4(const struct sk_buff *skb);
 bool mr_skb_ce4(const struct sk_buff *skb);
 void mr_skb_reserve(struct sk_buff *skb, int len);
 void *mr_skb_put(struct sk_buff *skb, unsigned int len);

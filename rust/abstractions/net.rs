@@ -23,6 +23,8 @@ use kernel::{
 pub(crate) struct RxPacket<'a> {
     /// Source IPv4 address, network order.
     pub(crate) saddr: [u8; 4],
+    /// Destination IPv4 address, network order.
+    pub(crate) daddr: [u8; 4],
     /// UDP source port (host order).
     pub(crate) sport: u16,
     /// Marked ECN Congestion Experienced.
@@ -208,6 +210,7 @@ impl<H: UdpHandler> NetPort<H> {
                     let bytes = core::slice::from_raw_parts(data, len);
                     let pkt = RxPacket {
                         saddr: bindings::mr_skb_saddr4(skb).to_ne_bytes(),
+                        daddr: bindings::mr_skb_daddr4(skb).to_ne_bytes(),
                         sport: u16::from_be_bytes([bytes[0], bytes[1]]),
                         ce: bindings::mr_skb_ce4(skb),
                         payload: &bytes[8..],

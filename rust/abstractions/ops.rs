@@ -13,8 +13,8 @@ use super::{
     netdev::NetDevice,
     sync::SpinLockBh,
     types::{
-        Access, CounterDesc, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable, QpCreate,
-        QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify, Wc,
+        Access, AhAttr, CounterDesc, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable,
+        QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify, Wc,
     },
 };
 use kernel::{
@@ -165,6 +165,10 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     fn post_send(qp: &Self::Qp, wr: &SendWr) -> Result;
     /// Posts one receive work request.
     fn post_recv(qp: &Self::Qp, wr: &RecvWr) -> Result;
+    /// Checks the address of a new address handle (which the abstraction
+    /// keeps: UD sends carry its address in [`SendWr`]). May be called in
+    /// atomic context.
+    fn create_ah(dev: &Device<Self>, ah: &AhAttr) -> Result;
 }
 
 /// The driver's attributes of one object in an `rdma resource ... -dd`

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A spinlock that also disables bottom halves (`spin_lock_bh`): for data that
-//! process context, timers and the softirq receive path all touch.
+//! process context, timers and the softirq receive path all touch; and one
+//! that disables interrupts (`spin_lock_irqsave`): for the little that a
+//! kernel consumer reaches with interrupts disabled (the MAD layer posts to
+//! QP1 under its own `spin_lock_irqsave`, where `spin_unlock_bh` must not
+//! run).
 //!
 //! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
 
@@ -61,6 +65,67 @@ unsafe impl Backend for SpinLockBhBackend {
     unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
         // SAFETY: The lock was initialised (trait requirement).
         (unsafe { bindings::mr_spin_trylock_bh(raw(ptr)) } != 0).then_some(())
+    }
+
+    unsafe fn assert_is_held(ptr: *mut Self::State) {
+        // SAFETY: The lock was initialised (trait requirement).
+        unsafe { kernel::bindings::spin_assert_is_held(ptr) }
+    }
+}
+
+/// A spinlock taken with interrupts disabled (and their state restored on
+/// release). Create one with [`new_spinlock_irq!`](crate::new_spinlock_irq).
+pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;
+
+/// Creates a [`SpinLockIrq`] initialiser with a lock class of its own.
+#[macro_export]
+macro_rules! new_spinlock_irq {
+    ($inner:expr, $name:literal $(,)?) => {
+        kernel::sync::lock::Lock::<_, $crate::abstractions::sync::SpinLockIrqBackend>::new(
+            $inner,
+            kernel::c_str!($name),
+            kernel::static_lock_class!(),
+        )
+    };
+}
+
+/// The `spin_lock_irqsave` backend of [`SpinLockIrq`].
+pub(crate) struct SpinLockIrqBackend;
+
+// SAFETY: `lock` and `unlock` are `spin_lock_irqsave` /
+// `spin_unlock_irqrestore` on the same `spinlock_t`, which gives mutual
+// exclusion; the guard state is the saved interrupt state, given back to the
+// unlock of the same acquisition.
+unsafe impl Backend for SpinLockIrqBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = kernel::ffi::c_ulong;
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: Per the trait's requirements `ptr` is valid for writes and
+        // `name` and `key` live forever.
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: The lock was initialised (trait requirement).
+        unsafe { bindings::mr_spin_lock_irqsave(raw(ptr)) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, guard_state: &Self::GuardState) {
+        // SAFETY: The caller owns the lock (trait requirement), taken by
+        // `lock`, which returned `guard_state`.
+        unsafe { bindings::mr_spin_unlock_irqrestore(raw(ptr), *guard_state) }
+    }
+
+    unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
+        let mut flags = 0;
+        // SAFETY: The lock was initialised (trait requirement); `flags` is
+        // valid for the write.
+        (unsafe { bindings::mr_spin_trylock_irqsave(raw(ptr), &mut flags) } != 0).then_some(flags)
     }
 
     unsafe fn assert_is_held(ptr: *mut Self::State) {

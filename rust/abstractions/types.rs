@@ -275,6 +275,8 @@ pub(crate) struct Wc {
     pub(crate) qp: QpId,
     /// The sender's QP number (receives).
     pub(crate) src_qp: u32,
+    /// The receive buffer starts with a GRH (UD receives).
+    pub(crate) grh: bool,
 }
 
 /// Access rights of a memory region or QP (`enum ib_access_flags`).
@@ -368,6 +370,63 @@ pub(crate) struct SendWr {
     /// Whether the receive it completes at the peer is a solicited
     /// completion (IB_SEND_SOLICITED; Sends and Writes with Immediate).
     pub(crate) solicited: bool,
+    /// A UD QP's destination (`struct ib_ud_wr`); `None` on other QPs.
+    pub(crate) ud: Option<UdDest>,
+}
+
+/// Where a UD send goes: its address handle's address, the QP and Q_Key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UdDest {
+    /// The address handle's address.
+    pub(crate) ah: AhAttr,
+    /// The receiving QP number.
+    pub(crate) qpn: u32,
+    /// The Q_Key the work request gives (the QP's own if the high bit is set).
+    pub(crate) qkey: u32,
+}
+
+/// An address handle: the IPv4 address its destination GID maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AhAttr {
+    /// Network order.
+    pub(crate) ip4: [u8; 4],
+}
+
+/// The queue pair types the device serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum QpType {
+    /// Reliable connected.
+    #[default]
+    Rc,
+    /// Unreliable datagram.
+    Ud,
+    /// The general services QP (QP1) of the MAD layer: UD, for kernel
+    /// consumers only.
+    Gsi,
+}
+
+impl QpType {
+    pub(super) fn from_raw(t: bindings::ib_qp_type) -> Option<Self> {
+        match t {
+            bindings::ib_qp_type_IB_QPT_RC => Some(Self::Rc),
+            bindings::ib_qp_type_IB_QPT_UD => Some(Self::Ud),
+            bindings::ib_qp_type_IB_QPT_GSI => Some(Self::Gsi),
+            _ => None,
+        }
+    }
+
+    pub(super) fn to_raw(self) -> bindings::ib_qp_type {
+        match self {
+            Self::Rc => bindings::ib_qp_type_IB_QPT_RC,
+            Self::Ud => bindings::ib_qp_type_IB_QPT_UD,
+            Self::Gsi => bindings::ib_qp_type_IB_QPT_GSI,
+        }
+    }
+
+    /// Whether its messages are datagrams (UD and GSI).
+    pub(crate) fn datagram(self) -> bool {
+        matches!(self, Self::Ud | Self::Gsi)
+    }
 }
 
 impl SendWr {
@@ -469,6 +528,10 @@ pub(crate) struct QpCaps {
 pub(crate) struct QpModify {
     /// The attribute mask as given (`enum ib_qp_attr_mask`).
     pub(super) mask: u32,
+    /// The QP's type, whose transitions apply.
+    pub(super) qp_type: QpType,
+    /// The Q_Key (UD).
+    pub(crate) qkey: Option<u32>,
     /// New state.
     pub(crate) state: Option<QpState>,
     /// Access rights for incoming requests.
@@ -496,7 +559,7 @@ pub(crate) struct QpModify {
 }
 
 impl QpModify {
-    /// Whether verbs allows an RC QP in state `cur` to move to the new
+    /// Whether verbs allows a QP of its type in state `cur` to move to the new
     /// state (or stay in `cur`) with exactly these attributes given: the
     /// transition exists, and every attribute it requires and none it
     /// forbids is in the mask (the core's table, `ib_modify_qp_is_ok`).
@@ -507,7 +570,7 @@ impl QpModify {
             bindings::ib_modify_qp_is_ok(
                 cur.to_raw(),
                 next.to_raw(),
-                bindings::ib_qp_type_IB_QPT_RC,
+                self.qp_type.to_raw(),
                 self.mask,
             )
         }
@@ -540,13 +603,17 @@ pub(crate) struct QpQuery {
     pub(crate) min_rnr_timer: u8,
     /// Every send completes (created with IB_SIGNAL_ALL_WR).
     pub(crate) sig_all: bool,
+    /// Its type.
+    pub(crate) qp_type: QpType,
+    /// Its Q_Key (UD).
+    pub(crate) qkey: u32,
 }
 
 /// What the driver is told when a QP is created. `Pd` and `Cq` are the
 /// driver's data of protection domains and CQs (`DeviceOps::Pd`, `DeviceOps::Cq`).
 pub(crate) struct QpCreate<'a, Pd, Cq, Srq> {
-    /// Reliable connected (the only type so far).
-    pub(crate) rc: bool,
+    /// Its type; `None` for a type the device does not serve.
+    pub(crate) qp_type: Option<QpType>,
     /// Requested sizes; the driver writes back what it grants.
     pub(crate) caps: QpCaps,
     /// Every send completes (IB_SIGNAL_ALL_WR).

@@ -17,8 +17,8 @@ use super::{
     memory::{KernelMemory, Translation, Umem},
     ops::{no_input, udata, CqEvents, Device, DeviceOps, SrqEvents, Target},
     types::{
-        eopnotsupp, Access, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, RecvWr, SendOp,
-        SendWr, Sge, SrqAttr, SrqModify, Wc, WcOpcode, WcStatus, MAX_SGE,
+        eopnotsupp, Access, AhAttr, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, QpType,
+        RecvWr, SendOp, SendWr, Sge, SrqAttr, SrqModify, UdDest, Wc, WcOpcode, WcStatus, MAX_SGE,
     },
 };
 use crate::new_spinlock_bh;
@@ -128,6 +128,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.size_ib_cq = size_of::<CqObj<T>>();
         ops.size_ib_qp = size_of::<Obj<bindings::ib_qp, T::Qp>>();
         ops.size_ib_srq = size_of::<SrqObj<T>>();
+        ops.size_ib_ah = size_of::<Obj<bindings::ib_ah, AhAttr>>();
         ops.alloc_ucontext = Some(Self::alloc_ucontext);
         ops.dealloc_ucontext = Some(Self::dealloc_ucontext);
         ops.alloc_pd = Some(Self::alloc_pd);
@@ -152,6 +153,9 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.destroy_qp = Some(Self::destroy_qp);
         ops.post_send = Some(Self::post_send);
         ops.post_recv = Some(Self::post_recv);
+        ops.create_ah = Some(Self::create_ah);
+        ops.create_user_ah = Some(Self::create_ah);
+        ops.destroy_ah = Some(Self::destroy_ah);
     }
 
     /// # Safety
@@ -457,6 +461,41 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         0
     }
 
+    /// `create_ah` and `create_user_ah`: RoCE address handles whose
+    /// destination GID maps an IPv4 address.
+    unsafe extern "C" fn create_ah(
+        ah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        ud: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            no_input(ud)?;
+            // SAFETY: The core passes a new AH of a device with this table
+            // and valid attributes.
+            let (dev, a) = unsafe { (Self::dev((*ah).device), &*(*init).ah_attr) };
+            if a.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE
+                || u32::from(a.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH == 0
+            {
+                return Err(EINVAL);
+            }
+            // SAFETY: Reading the GID union's raw bytes.
+            let gid = unsafe { a.grh.dgid.raw };
+            let attr = AhAttr {
+                ip4: ipv4_mapped(&gid).ok_or(EINVAL)?,
+            };
+            T::create_ah(dev, &attr)?;
+            // SAFETY: The core allocated `size_ib_ah` bytes for it.
+            unsafe { Obj::init(ah, attr) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn destroy_ah(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+        // SAFETY: Initialised by `create_ah`; this is the last use.
+        unsafe { Obj::<bindings::ib_ah, AhAttr>::drop_data(ah) };
+        0
+    }
+
     unsafe extern "C" fn create_qp(
         qp: *mut bindings::ib_qp,
         init: *mut bindings::ib_qp_init_attr,
@@ -488,7 +527,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             }
             let c = &init_ref.cap;
             let mut req = QpCreate::<T::Pd, T::Cq, T::Srq> {
-                rc: init_ref.qp_type == bindings::ib_qp_type_IB_QPT_RC,
+                qp_type: QpType::from_raw(init_ref.qp_type),
                 caps: QpCaps {
                     max_send_wr: c.max_send_wr,
                     max_recv_wr: c.max_recv_wr,
@@ -535,8 +574,13 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let has = |bit: u32| m & bit != 0;
             let mut q = QpModify {
                 mask: m,
+                // SAFETY: `qp` is valid.
+                qp_type: QpType::from_raw(unsafe { (*qp).qp_type }).ok_or(EINVAL)?,
                 ..Default::default()
             };
+            if has(bindings::ib_qp_attr_mask_IB_QP_QKEY) {
+                q.qkey = Some(a.qkey);
+            }
             if has(bindings::ib_qp_attr_mask_IB_QP_STATE) {
                 q.state = Some(QpState::from_raw(a.qp_state).ok_or(EINVAL)?);
             }
@@ -583,11 +627,9 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             if has(bindings::ib_qp_attr_mask_IB_QP_AV) {
                 // SAFETY: Reading the GID union's raw bytes.
                 let gid = unsafe { a.ah_attr.grh.dgid.raw };
-                // An IPv4-mapped IPv6 address: ::ffff:a.b.c.d.
-                if gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff {
-                    q.dest_ip4 = Some([gid[12], gid[13], gid[14], gid[15]]);
-                } else {
-                    q.dest_unsupported = true;
+                match ipv4_mapped(&gid) {
+                    Some(ip) => q.dest_ip4 = Some(ip),
+                    None => q.dest_unsupported = true,
                 }
             }
             T::modify_qp(&obj.data, &q)?;
@@ -646,7 +688,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             };
             a.cap = caps;
             i.cap = caps;
-            i.qp_type = bindings::ib_qp_type_IB_QPT_RC;
+            i.qp_type = q.qp_type.to_raw();
+            a.qkey = q.qkey;
             // IB_SIGNAL_ALL_WR is 0: a zeroed `init` would say "all".
             i.sq_sig_type = if q.sig_all {
                 bindings::ib_sig_type_IB_SIGNAL_ALL_WR
@@ -676,12 +719,20 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         wr: *const bindings::ib_send_wr,
         bad: *mut *const bindings::ib_send_wr,
     ) -> c_int {
-        // SAFETY: Initialised by `create_qp`.
-        let obj = unsafe { Obj::<bindings::ib_qp, T::Qp>::from_raw(qp) };
+        // SAFETY: Initialised by `create_qp`; its type and PD are set.
+        let (obj, ud, pd) = unsafe {
+            (
+                Obj::<bindings::ib_qp, T::Qp>::from_raw(qp),
+                QpType::from_raw((*qp).qp_type).is_some_and(QpType::datagram),
+                (*qp).pd,
+            )
+        };
         let mut cur = wr;
         while !cur.is_null() {
-            // SAFETY: The chain is valid (the core or the ULP built it).
-            let r = unsafe { convert_send(cur) }.and_then(|w| T::post_send(&obj.data, &w));
+            // SAFETY: The chain is valid (the core or the ULP built it); on
+            // a UD QP its requests are `ib_ud_wr`s.
+            let r = unsafe { convert_send(cur, ud.then_some(pd)) }
+                .and_then(|w| T::post_send(&obj.data, &w));
             if let Err(e) = r {
                 // SAFETY: `bad` is valid for writes.
                 unsafe { *bad = cur };
@@ -862,13 +913,44 @@ fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<([Sge; MAX_SGE], usiz
     Ok((out, n))
 }
 
+/// The IPv4 address an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) holds.
+fn ipv4_mapped(gid: &[u8; 16]) -> Option<[u8; 4]> {
+    (gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff)
+        .then(|| [gid[12], gid[13], gid[14], gid[15]])
+}
+
 /// # Safety
 ///
 /// `wr` must be a valid send work request, inside the larger structure its
-/// opcode implies (`ib_rdma_wr`, `ib_atomic_wr`).
-unsafe fn convert_send(wr: *const bindings::ib_send_wr) -> Result<SendWr> {
+/// opcode implies (`ib_rdma_wr`, `ib_atomic_wr`), or inside an `ib_ud_wr`
+/// when `ud_pd` is given (the request is for a UD QP of that PD).
+unsafe fn convert_send(
+    wr: *const bindings::ib_send_wr,
+    ud_pd: Option<*mut bindings::ib_pd>,
+) -> Result<SendWr> {
     // SAFETY: Valid per the safety requirements.
     let w = unsafe { &*wr };
+    let ud = match ud_pd {
+        None => None,
+        Some(pd) => {
+            // SAFETY: Per the safety requirements, inside an `ib_ud_wr`.
+            let u = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
+            // An address handle of this device (uverbs looks it up among
+            // the caller's; a kernel consumer passes its own), made in the
+            // QP's PD, as verbs requires.
+            // SAFETY: A non-null AH given with a request is live for the call.
+            if u.ah.is_null() || unsafe { (*u.ah).pd } != pd {
+                return Err(EINVAL);
+            }
+            // SAFETY: Initialised by `create_ah` (an AH of this device).
+            let ah = unsafe { Obj::<bindings::ib_ah, AhAttr>::from_raw(u.ah).data };
+            Some(UdDest {
+                ah,
+                qpn: u.remote_qpn,
+                qkey: u.remote_qkey,
+            })
+        }
+    };
     let (sge, num_sge) = sges(w.sg_list, w.num_sge)?;
     // SAFETY: `imm_data` is the union member for the immediate opcodes.
     let imm = unsafe { w.ex.imm_data };
@@ -926,6 +1008,7 @@ unsafe fn convert_send(wr: *const bindings::ib_send_wr) -> Result<SendWr> {
         inline: flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0,
         fence: flags & bindings::ib_send_flags_IB_SEND_FENCE as u32 != 0,
         solicited: flags & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0,
+        ud,
     })
 }
 
@@ -959,6 +1042,9 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
     if let Some(imm) = c.imm {
         w.ex.imm_data = imm;
         w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM as c_int;
+    }
+    if c.grh {
+        w.wc_flags |= bindings::ib_wc_flags_IB_WC_GRH as c_int;
     }
     // No IB_WC_WITH_NETWORK_HDR_TYPE: it matters for UD and GSI only, and
     // uverbs copies `wc_flags` as they are, where bit 6 means

@@ -15,8 +15,11 @@ use kernel::{
 };
 
 /// The number of port counters: the events below, then one per drop
-/// reason, then one per refusal.
-const N: usize = EVENTS + DROP_REASONS + REFUSALS;
+/// reason, then one per refusal, then the UD QPs' datagrams.
+const N: usize = EVENTS + DROP_REASONS + REFUSALS + DATAGRAMS;
+
+/// The counters of UD datagrams, last.
+const DATAGRAMS: usize = 8;
 
 /// The counters before the drop reasons.
 const EVENTS: usize = 20;
@@ -66,6 +69,15 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"refused_rnr"),
     CounterDesc::new(c"refused_remote_operation"),
     CounterDesc::new(c"refused_no_qp"),
+    // UD datagrams (ud.rs).
+    CounterDesc::new(c"ud_sent_pkts"),
+    CounterDesc::new(c"ud_send_errors"),
+    CounterDesc::new(c"ud_rcvd_pkts"),
+    CounterDesc::new(c"ud_drop_malformed"),
+    CounterDesc::new(c"ud_drop_qp_state"),
+    CounterDesc::new(c"ud_drop_qkey"),
+    CounterDesc::new(c"ud_drop_no_receive"),
+    CounterDesc::new(c"ud_drop_length"),
 ];
 
 /// The counts of connections that were reset or dropped, and how many times
@@ -86,6 +98,57 @@ pub(crate) struct Counters {
     pub(super) silences: KAtomic<u64>,
     pub(super) retry_exceeded: KAtomic<u64>,
     pub(super) link_downed: KAtomic<u64>,
+    /// UD datagrams, in the order of their names above.
+    pub(super) ud: UdCounters,
+}
+
+/// What the device counts of UD datagrams.
+pub(super) struct UdCounters {
+    /// Sent.
+    pub(super) sent: KAtomic<u64>,
+    /// Not sent: no route, no memory, the device going away.
+    pub(super) send_errors: KAtomic<u64>,
+    /// Received into a receive.
+    pub(super) rcvd: KAtomic<u64>,
+    /// Dropped: not a valid datagram.
+    pub(super) malformed: KAtomic<u64>,
+    /// Dropped: the QP is not ready to receive (RTR or RTS).
+    pub(super) qp_state: KAtomic<u64>,
+    /// Dropped: the Q_Key is not the QP's.
+    pub(super) qkey: KAtomic<u64>,
+    /// Dropped: no receive posted.
+    pub(super) no_receive: KAtomic<u64>,
+    /// Dropped: the receive is too small for the GRH and the message.
+    pub(super) length: KAtomic<u64>,
+}
+
+impl UdCounters {
+    fn new() -> Self {
+        Self {
+            sent: KAtomic::new(0),
+            send_errors: KAtomic::new(0),
+            rcvd: KAtomic::new(0),
+            malformed: KAtomic::new(0),
+            qp_state: KAtomic::new(0),
+            qkey: KAtomic::new(0),
+            no_receive: KAtomic::new(0),
+            length: KAtomic::new(0),
+        }
+    }
+
+    fn values(&self) -> [u64; DATAGRAMS] {
+        [
+            &self.sent,
+            &self.send_errors,
+            &self.rcvd,
+            &self.malformed,
+            &self.qp_state,
+            &self.qkey,
+            &self.no_receive,
+            &self.length,
+        ]
+        .map(|c| c.load(Relaxed))
+    }
 }
 
 /// Counts one event.
@@ -111,6 +174,7 @@ impl Counters {
             silences: KAtomic::new(0),
             retry_exceeded: KAtomic::new(0),
             link_downed: KAtomic::new(0),
+            ud: UdCounters::new(),
         })
     }
 
@@ -157,6 +221,8 @@ fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
     let mut v = [0; N];
     let all = Iterator::chain(events.iter(), t.drops.iter());
     let all = Iterator::chain(all, t.refused.iter());
+    let ud = c.ud.values();
+    let all = Iterator::chain(all, ud.iter());
     for (o, x) in v.iter_mut().zip(all) {
         *o = *x;
     }

@@ -7,7 +7,7 @@ use super::{
     cq::{Cq, MAX_CQE},
     mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
-    qp::{Qp, MAX_QP_WR, MAX_SGE},
+    qp::{unicast, Qp, MAX_QP_WR, MAX_SGE},
     quota::Kind,
     rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
@@ -22,7 +22,7 @@ use crate::abstractions::{
     netdev::NetDevice,
     ops::{CqEvents, Device, DeviceOps, ResAttrs, SrqEvents, Udata},
     types::{
-        Access, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
+        Access, AhAttr, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
         PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify,
         Wc,
     },
@@ -402,6 +402,14 @@ impl DeviceOps for MetaroceDevice {
 
     fn post_recv(qp: &Qp, wr: &RecvWr) -> Result {
         qp.post_recv(wr)
+    }
+
+    fn create_ah(_dev: &Device<Self>, ah: &AhAttr) -> Result {
+        // Multicast needs attach_mcast, which the device does not have.
+        if !unicast(ah.ip4) {
+            return Err(EINVAL);
+        }
+        Ok(())
     }
 }
 

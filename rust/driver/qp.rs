@@ -12,23 +12,24 @@ use super::{
     srq::Srq,
     state::{
         requests, responses, wc_opcode, Ipv4, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream,
+        TxRing, UdTx,
     },
 };
 use crate::abstractions::{
-    net::now_ns,
+    net::{now_ns, Timer},
     ops::ResAttrs,
     types::{
-        eopnotsupp, Access, QpCreate, QpModify, QpQuery, QpState, RecvWr, SendWr, WcOpcode,
+        eopnotsupp, Access, QpCreate, QpModify, QpQuery, QpState, QpType, RecvWr, SendWr, WcOpcode,
         WcStatus, MAX_SGE as SGE_SLOTS,
     },
 };
-use crate::new_spinlock_bh;
 use crate::transport::{
     stream::{RecvStream, MAX_OUTSTANDING},
     wire::NakCode,
 };
+use crate::{new_spinlock_bh, new_spinlock_irq};
 use kernel::{
-    alloc::KVec,
+    alloc::{KVVec, KVec},
     new_mutex,
     prelude::*,
     rbtree::RBTreeNodeReservation,
@@ -45,7 +46,7 @@ pub(crate) const MAX_SGE: u32 = SGE_SLOTS as u32;
 
 /// Whether `ip` can be a peer: not 0.0.0.0/8, multicast, reserved or
 /// broadcast (a connection's hellos would go to many hosts or none).
-fn unicast(ip: [u8; 4]) -> bool {
+pub(super) fn unicast(ip: [u8; 4]) -> bool {
     ip[0] != 0 && ip[0] < 224
 }
 
@@ -70,8 +71,12 @@ impl Qp {
         dev: &Arc<Shared>,
         req: &mut QpCreate<'_, Pd, Cq, Srq>,
     ) -> Result<(Self, u32)> {
-        if !req.rc {
+        let Some(qp_type) = req.qp_type else {
             return Err(eopnotsupp());
+        };
+        // QP1 is the MAD layer's (uverbs has no GSI QPs for processes).
+        if qp_type == QpType::Gsi && req.user {
+            return Err(EINVAL);
         }
         let c = &mut req.caps;
         // With an SRQ the receive sizes are ignored, as verbs says.
@@ -96,17 +101,35 @@ impl Qp {
         }
         c.max_inline_data = MAX_INLINE;
         let verbs = KBox::pin_init(new_mutex!((), "metaroce_qp_verbs"), GFP_KERNEL_ACCOUNT)?;
-        let qpn = dev.alloc_qpn()?;
-        let node = Self::new_node(dev, req, qpn);
-        if node.is_err() {
-            dev.release_qpn(qpn);
+        // A UD or GSI QP's place in the table of datagram receivers.
+        let ud_slot = match qp_type.datagram() {
+            true => Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?),
+            false => None,
+        };
+        let qpn = match qp_type {
+            QpType::Gsi => dev.alloc_gsi_qpn()?,
+            _ => dev.alloc_qpn()?,
+        };
+        let node = match Self::new_node(dev, req, qp_type, qpn) {
+            Ok(n) => n,
+            Err(e) => {
+                dev.release_qpn(qpn);
+                return Err(e);
+            }
+        };
+        if let Some(slot) = ud_slot {
+            dev.tables
+                .lock()
+                .ud
+                .insert(slot.into_node(qpn, node.clone()));
         }
-        Ok((Self { node: node?, verbs }, qpn))
+        Ok((Self { node, verbs }, qpn))
     }
 
     fn new_node(
         dev: &Arc<Shared>,
         req: &mut QpCreate<'_, Pd, Cq, Srq>,
+        qp_type: QpType,
         qpn: u32,
     ) -> Result<Arc<QpShared>> {
         let c = &req.caps;
@@ -125,10 +148,35 @@ impl Qp {
         for _ in 0..MAX_OUTSTANDING {
             rx.push(RxMsg::default(), GFP_KERNEL_ACCOUNT)?;
         }
+        // A kernel consumer's datagram sends go through a worker (ud.rs).
+        let tx = match qp_type.datagram() && !req.user {
+            true => {
+                let mut slots = KVVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?;
+                for _ in 0..c.max_send_wr {
+                    slots.push(None, GFP_KERNEL)?;
+                }
+                let ring = TxRing {
+                    slots,
+                    head: 0,
+                    len: 0,
+                };
+                Some(Timer::new_arc(
+                    UdTx {
+                        ring: KBox::pin_init(
+                            new_spinlock_irq!(ring, "metaroce_ud_tx"),
+                            GFP_KERNEL,
+                        )?,
+                    },
+                    GFP_KERNEL,
+                )?)
+            }
+            false => None,
+        };
         Arc::new(
             QpShared {
                 qpn,
                 id: req.id,
+                qp_type,
                 pd: req.pd.id,
                 queued: KAtomic::new(false),
                 user: req.user,
@@ -139,10 +187,12 @@ impl Qp {
                 scq: req.send_cq.inner.clone(),
                 rcq: req.recv_cq.inner.clone(),
                 srq: req.srq.map(|s| s.inner.clone()),
+                tx,
                 st: KBox::pin_init(
                     new_spinlock_bh!(
                         QpInner {
                             state: QpState::Reset,
+                            qkey: 0,
                             access: Access(0),
                             mtu: 1024,
                             dest_qp: 0,
@@ -349,10 +399,14 @@ impl Qp {
             if let Some(v) = m.min_rnr_timer {
                 st.min_rnr_timer = v;
             }
+            if let Some(v) = m.qkey {
+                st.qkey = v;
+            }
         }
         let Some(new) = m.state else { return Ok(()) };
         match new {
-            QpState::Rtr => self.attach()?,
+            // A UD QP joins no connection: its datagrams go out one by one.
+            QpState::Rtr if n.qp_type == QpType::Rc => self.attach()?,
             QpState::Err => match self.peer() {
                 Some(peer) => {
                     let mut ps = peer.st.lock();
@@ -413,6 +467,8 @@ impl Qp {
             rnr_retry: st.rnr_retry,
             min_rnr_timer: st.min_rnr_timer,
             sig_all: n.sig_all,
+            qp_type: n.qp_type,
+            qkey: st.qkey,
         }
     }
 
@@ -466,12 +522,30 @@ impl Qp {
             n.drop_receives(&mut st);
             st.owed.clear();
         }
+        if n.qp_type.datagram() {
+            // No datagram reaches it any more.
+            let gone = n.dev.tables.lock().ud.remove(&n.qpn);
+            drop(gone);
+        }
+        if let Some(tx) = n.tx.as_ref() {
+            // Its worker has finished; what it left holds the QP.
+            tx.stop();
+            loop {
+                let e = tx.ring.lock().pop();
+                if e.is_none() {
+                    break;
+                }
+            }
+        }
         n.scq.purge(n.id);
         n.rcq.purge(n.id);
     }
 
     pub(crate) fn post_send(&self, wr: &SendWr) -> Result {
         let n = &self.node;
+        if n.qp_type.datagram() {
+            return n.post_datagram(wr);
+        }
         let req = n.prepare_send(wr)?;
         let Some(peer) = self.peer() else {
             let st = n.st.lock();

@@ -429,6 +429,7 @@ mod tests {
                 inline: false,
                 fence: false,
                 solicited: false,
+                ud: None,
             },
             msn: 0,
             msg: Message {

@@ -83,6 +83,7 @@ impl Shared {
                             next_pd: 1,
                             qpns: RBTree::new(),
                             qp_count: 0,
+                            ud: RBTree::new(),
                         },
                         "metaroce_tables"
                     ),
@@ -160,6 +161,19 @@ impl Shared {
         t.qpns.insert(node.into_node(qpn, ()));
         t.qp_count += 1;
         Ok(qpn)
+    }
+
+    /// The number of the device's GSI QP (QP1, the MAD layer's): EBUSY if
+    /// it has one.
+    pub(crate) fn alloc_gsi_qpn(&self) -> Result<u32> {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut t = self.tables.lock();
+        if t.qpns.get(&1).is_some() {
+            return Err(EBUSY);
+        }
+        t.qpns.insert(node.into_node(1, ()));
+        t.qp_count += 1;
+        Ok(1)
     }
 
     /// QP `qpn` is gone: its number may be handed out again.
@@ -393,6 +407,9 @@ impl UdpHandler for Shared {
         let Some((ptype, conn)) = wire::peek(pkt.payload) else {
             return false;
         };
+        if ptype == PacketType::Datagram {
+            return self.owns_datagram(conn);
+        }
         let hello = ptype == PacketType::Hello;
         self.tables
             .lock()
@@ -402,6 +419,9 @@ impl UdpHandler for Shared {
     }
 
     fn receive(&self, pkt: &RxPacket<'_>) {
+        if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Datagram) {
+            return self.receive_datagram(pkt);
+        }
         if let Some(p) = self.find_peer(pkt.saddr) {
             p.receive(&p, pkt);
         }

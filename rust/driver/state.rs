@@ -41,9 +41,11 @@ use super::{
 use crate::abstractions::{
     memory::KernelMemory,
     net::{NetPort, Timer},
-    sync::SpinLockBh,
+    sync::{SpinLockBh, SpinLockIrq},
     trace::PeerTrace,
-    types::{Access, QpCaps, QpId, QpState, RecvWr, SendOp, SendWr, Wc, WcOpcode, WcStatus},
+    types::{
+        Access, QpCaps, QpId, QpState, QpType, RecvWr, SendOp, SendWr, Wc, WcOpcode, WcStatus,
+    },
 };
 use crate::transport::{
     conn::{Connection, Message},
@@ -52,7 +54,7 @@ use crate::transport::{
     wire::{Atomic, NakCode, Remote},
 };
 use kernel::{
-    alloc::KVec,
+    alloc::{KVVec, KVec},
     prelude::*,
     rbtree::RBTree,
     sync::{atomic::Atomic as KAtomic, Arc},
@@ -126,6 +128,8 @@ pub(super) struct Tables {
     /// The numbers of the device's live QPs.
     pub(super) qpns: RBTree<u32, ()>,
     pub(super) qp_count: usize,
+    /// Its UD QPs by number, for the datagrams that arrive (ud.rs).
+    pub(super) ud: RBTree<u32, Arc<QpShared>>,
 }
 
 /// The connection to one peer host, with its timer.
@@ -194,6 +198,7 @@ pub(super) struct PeerInner {
 pub(crate) struct QpShared {
     pub(super) qpn: u32,
     pub(super) id: QpId,
+    pub(super) qp_type: QpType,
     pub(super) pd: PdId,
     /// On its peer connection's ready ring (or being put there).
     pub(super) queued: KAtomic<bool>,
@@ -208,7 +213,54 @@ pub(crate) struct QpShared {
     /// The shared receive queue its receives come from (srq.rs): then `rq`
     /// holds only the receives taken from it for messages that arrived.
     pub(super) srq: Option<Arc<SrqShared>>,
+    /// A kernel consumer's UD or GSI QP: its sends, left for a worker.
+    pub(super) tx: Option<Arc<Timer<UdTx>>>,
     pub(super) st: Pin<KBox<SpinLockBh<QpInner>>>,
+}
+
+/// The sends a kernel consumer posted to a UD or GSI QP, which a worker
+/// sends (ud.rs): the MAD layer posts to QP1 with interrupts disabled, where
+/// none of the driver's other locks may be taken. Each entry holds its QP;
+/// destroying the QP stops the worker and empties the ring. The timer is
+/// unused.
+pub(crate) struct UdTx {
+    /// A leaf lock, taken with interrupts disabled.
+    pub(super) ring: Pin<KBox<SpinLockIrq<TxRing>>>,
+}
+
+/// Sends in the order posted: at most the QP's `max_send_wr`.
+pub(super) struct TxRing {
+    pub(super) slots: KVVec<Option<(Arc<QpShared>, SendWr)>>,
+    pub(super) head: usize,
+    pub(super) len: usize,
+}
+
+impl TxRing {
+    /// Queues a send; `false` if the ring is full.
+    pub(super) fn push(&mut self, e: (Arc<QpShared>, SendWr)) -> bool {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return false;
+        }
+        let at = (self.head + self.len) % cap;
+        if let Some(s) = self.slots.get_mut(at) {
+            *s = Some(e);
+            self.len += 1;
+            return true;
+        }
+        false
+    }
+
+    /// The oldest send.
+    pub(super) fn pop(&mut self) -> Option<(Arc<QpShared>, SendWr)> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.slots.get_mut(self.head)?.take();
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        e
+    }
 }
 
 /// A request on the send queue (requester.rs).
@@ -275,6 +327,8 @@ pub(super) struct RespEntry {
 /// A queue pair's state under its lock.
 pub(super) struct QpInner {
     pub(super) state: QpState,
+    /// UD: the Q_Key its datagrams must carry.
+    pub(super) qkey: u32,
     pub(super) access: Access,
     pub(super) mtu: u32,
     pub(super) dest_qp: u32,
@@ -368,6 +422,7 @@ impl QpShared {
             imm,
             qp: self.id,
             src_qp,
+            grh: false,
         }
     }
 

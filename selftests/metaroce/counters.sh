@@ -37,7 +37,9 @@ peer_silences retry_exceeded_err peer_connections link_downed
 drop_truncated drop_version drop_packet_type drop_opcode drop_nak_code
 drop_flags drop_reserved drop_payload_length drop_bounds drop_connection
 drop_path drop_window drop_ack drop_nak drop_hello refused_remote_access
-refused_invalid_request refused_rnr refused_remote_operation refused_no_qp"
+refused_invalid_request refused_rnr refused_remote_operation refused_no_qp
+ud_sent_pkts ud_send_errors ud_rcvd_pkts ud_drop_malformed ud_drop_qp_state
+ud_drop_qkey ud_drop_no_receive ud_drop_length"
 drops=$(echo $names | tr ' ' '\n' | grep '^drop_')
 
 ktap_plan 20

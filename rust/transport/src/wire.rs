@@ -47,6 +47,9 @@ pub enum PacketType {
     Nak = 3,
     /// Names the sender's incarnation of a connection (see `handshake`).
     Hello = 4,
+    /// One unreliable datagram between two UD queue pairs, outside any
+    /// connection.
+    Datagram = 5,
 }
 
 /// Data packet flags (byte 1 of a data packet).
@@ -93,6 +96,23 @@ pub mod hello_flags {
     /// Every hello flag this version defines.
     pub const ALL: u8 = CHALLENGE;
 }
+
+/// Datagram flags (byte 1 of a datagram).
+pub mod datagram_flags {
+    /// Immediate data follows the header.
+    pub const IMM: u8 = 1 << 0;
+    /// The sender asked for a solicited event (as [`super::flags::SOLICITED`]).
+    pub const SOLICITED: u8 = 1 << 6;
+    /// Every datagram flag this version defines.
+    pub const ALL: u8 = IMM | SOLICITED;
+}
+
+/// The length of a datagram's header without immediate data: the common
+/// header, whose fields it reads its own way ([`DatagramHeader`]).
+pub const DATAGRAM_LEN: usize = COMMON_LEN;
+
+/// The bytes of a GRH, which verbs put at the start of every UD receive.
+pub const GRH_LEN: usize = 40;
 
 /// Message operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -337,6 +357,31 @@ pub struct HelloHeader {
     pub isn: u32,
 }
 
+/// A datagram between two UD queue pairs. It has the common header's shape:
+/// the connection id field carries the destination QP number, the PSN field
+/// the source QP number, the timestamp field the Q_Key; the path id is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatagramHeader {
+    /// The receiving queue pair (24 bits).
+    pub dest_qpn: u32,
+    /// The sending queue pair (24 bits).
+    pub src_qpn: u32,
+    /// The Q_Key the receiving queue pair must hold.
+    pub qkey: u32,
+    /// Immediate data, if any.
+    pub imm: Option<u32>,
+    /// Whether the sender asked for a solicited event.
+    pub solicited: bool,
+}
+
+impl DatagramHeader {
+    /// The header's length on the wire.
+    #[allow(clippy::len_without_is_empty)] // a header is never empty
+    pub fn len(&self) -> usize {
+        DATAGRAM_LEN + if self.imm.is_some() { IMM_LEN } else { 0 }
+    }
+}
+
 /// A decoded packet; data packets borrow their payload from the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet<'a> {
@@ -348,6 +393,8 @@ pub enum Packet<'a> {
     Nak(NakHeader),
     /// A hello.
     Hello(HelloHeader),
+    /// A datagram and its payload.
+    Datagram(DatagramHeader, &'a [u8]),
 }
 
 /// Why a datagram is not a valid MetaRoCE packet.
@@ -442,13 +489,15 @@ fn packet_type(v: u8) -> Option<PacketType> {
         2 => PacketType::Ack,
         3 => PacketType::Nak,
         4 => PacketType::Hello,
+        5 => PacketType::Datagram,
         _ => return None,
     })
 }
 
 /// The type and connection id of a datagram, read from its common header
 /// without decoding the rest (for dispatch); `None` if it is too short or of
-/// another version or an unknown type. [`decode`] still checks the packet.
+/// another version or an unknown type. For a [`PacketType::Datagram`] the
+/// id is its destination QP number. [`decode`] still checks the packet.
 pub fn peek(buf: &[u8]) -> Option<(PacketType, u32)> {
     let b0 = *buf.first()?;
     if b0 >> 4 != VERSION {
@@ -481,7 +530,33 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
         PacketType::Ack => decode_ack(common, r),
         PacketType::Nak => decode_nak(common, r),
         PacketType::Hello => decode_hello(common, r),
+        PacketType::Datagram => decode_datagram(common, r),
     }
+}
+
+/// QP numbers have 24 bits.
+const QPN_BITS: u32 = 0xff_ffff;
+
+fn decode_datagram(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
+    if common.flags & !datagram_flags::ALL != 0 {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    if common.path != 0 || common.conn & !QPN_BITS != 0 || common.psn & !QPN_BITS != 0 {
+        return Err(DecodeError::Reserved);
+    }
+    let imm = if common.flags & datagram_flags::IMM != 0 {
+        Some(r.u32()?)
+    } else {
+        None
+    };
+    let hdr = DatagramHeader {
+        dest_qpn: common.conn,
+        src_qpn: common.psn,
+        qkey: common.timestamp,
+        imm,
+        solicited: common.flags & datagram_flags::SOLICITED != 0,
+    };
+    Ok(Packet::Datagram(hdr, r.rest()))
 }
 
 fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
@@ -725,6 +800,68 @@ fn start_control<'a>(
     let mut w = Writer { buf: out, pos: 0 };
     put_common(&mut w, common);
     Ok(w)
+}
+
+/// Encodes a datagram's header into `out`; its payload goes right after the
+/// returned number of bytes.
+pub fn encode_datagram(hdr: &DatagramHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
+    if hdr.dest_qpn & !QPN_BITS != 0 || hdr.src_qpn & !QPN_BITS != 0 {
+        return Err(EncodeError::Invalid);
+    }
+    let mut flags = 0;
+    if hdr.imm.is_some() {
+        flags |= datagram_flags::IMM;
+    }
+    if hdr.solicited {
+        flags |= datagram_flags::SOLICITED;
+    }
+    let common = Common {
+        ptype: PacketType::Datagram,
+        flags,
+        path: 0,
+        conn: hdr.dest_qpn,
+        psn: hdr.src_qpn,
+        timestamp: hdr.qkey,
+    };
+    let body = hdr.len() - COMMON_LEN;
+    let mut w = start_control(
+        &common,
+        PacketType::Datagram,
+        datagram_flags::ALL,
+        body,
+        out,
+    )?;
+    if let Some(imm) = hdr.imm {
+        w.put(&imm.to_be_bytes());
+    }
+    Ok(w.pos)
+}
+
+/// The GRH verbs put before a UD message in its receive buffer, for a
+/// datagram that came over IPv4 as RoCE v2 lays it out: 20 bytes of zeros,
+/// then the IPv4 header (with its checksum, by which verbs tell it from an
+/// IPv6 one) of a UDP datagram carrying `udp_payload` bytes from `saddr` to
+/// `daddr`.
+pub fn ipv4_grh(saddr: [u8; 4], daddr: [u8; 4], udp_payload: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
+    let total = (20 + 8 + udp_payload).min(0xffff) as u16;
+    let ip = &mut g[20..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    // Time to live 64, protocol UDP.
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&saddr);
+    ip[16..20].copy_from_slice(&daddr);
+    let mut sum: u32 = 0;
+    for pair in ip.chunks_exact(2) {
+        sum += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    g
 }
 
 /// Encodes an acknowledgement into `out`; returns its length.
@@ -1086,5 +1223,74 @@ mod tests {
         assert_eq!(peek(&buf[..n]), None);
         buf[0] = (1 << 4) | 1;
         assert_eq!(peek(&buf[..n]), None);
+    }
+
+    #[test]
+    fn datagrams_round_trip_and_reserved_bits_are_refused() {
+        let h = DatagramHeader {
+            dest_qpn: 0x12_3456,
+            src_qpn: 0xab_cdef,
+            qkey: 0x8001_0000,
+            imm: Some(0xfeed_f00d),
+            solicited: true,
+        };
+        let mut buf = [0u8; 64];
+        let n = encode_datagram(&h, &mut buf).unwrap();
+        assert_eq!(n, DATAGRAM_LEN + IMM_LEN);
+        buf[n..n + 3].copy_from_slice(b"abc");
+        assert_eq!(decode(&buf[..n + 3]), Ok(Packet::Datagram(h, &b"abc"[..])));
+        assert_eq!(peek(&buf[..n]), Some((PacketType::Datagram, 0x12_3456)));
+        let plain = DatagramHeader {
+            imm: None,
+            solicited: false,
+            ..h
+        };
+        let m = encode_datagram(&plain, &mut buf).unwrap();
+        assert_eq!(m, DATAGRAM_LEN);
+        assert_eq!(decode(&buf[..m]), Ok(Packet::Datagram(plain, &[][..])));
+        // A QP number of more than 24 bits is neither written nor read.
+        let wide = DatagramHeader {
+            dest_qpn: 1 << 24,
+            ..plain
+        };
+        assert_eq!(encode_datagram(&wide, &mut buf), Err(EncodeError::Invalid));
+        buf[4] = 1;
+        assert_eq!(decode(&buf[..m]), Err(DecodeError::Reserved));
+        buf[4] = 0;
+        // The path id is reserved, and so are unknown flags.
+        buf[3] = 1;
+        assert_eq!(decode(&buf[..m]), Err(DecodeError::Reserved));
+        buf[3] = 0;
+        buf[1] = 1 << 3;
+        assert_eq!(decode(&buf[..m]), Err(DecodeError::Flags(1 << 3)));
+        // The immediate announced must be there.
+        buf[1] = datagram_flags::IMM;
+        assert_eq!(decode(&buf[..m + 2]), Err(DecodeError::Truncated));
+        assert_eq!(
+            encode_datagram(&h, &mut buf[..n - 1]),
+            Err(EncodeError::BufferTooSmall)
+        );
+    }
+
+    #[test]
+    fn the_grh_holds_a_valid_ipv4_header() {
+        let g = ipv4_grh([10, 0, 0, 1], [10, 0, 0, 2], 100);
+        assert!(g[..20].iter().all(|b| *b == 0));
+        let ip = &g[20..];
+        assert_eq!(ip[0], 0x45);
+        assert_eq!(u16::from_be_bytes([ip[2], ip[3]]), 128);
+        assert_eq!(ip[9], 17);
+        assert_eq!(&ip[12..16], &[10, 0, 0, 1]);
+        assert_eq!(&ip[16..20], &[10, 0, 0, 2]);
+        // The ones' complement sum over a valid header, checksum included,
+        // is 0xffff.
+        let mut sum: u32 = ip
+            .chunks_exact(2)
+            .map(|p| u32::from(u16::from_be_bytes([p[0], p[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
     }
 }

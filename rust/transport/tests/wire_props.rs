@@ -108,6 +108,12 @@ fn reencode(p: &Packet<'_>) -> Option<Vec<u8>> {
         Packet::Ack(a) => encode_ack(a, &mut buf).ok()?,
         Packet::Nak(k) => encode_nak(k, &mut buf).ok()?,
         Packet::Hello(h) => encode_hello(h, &mut buf).ok()?,
+        Packet::Datagram(h, payload) => {
+            let n = encode_datagram(h, &mut buf).ok()?;
+            buf.truncate(n);
+            buf.extend_from_slice(payload);
+            return Some(buf);
+        }
     };
     buf.truncate(n);
     Some(buf)

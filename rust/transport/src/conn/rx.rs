@@ -53,7 +53,8 @@ impl<const P: usize> Connection<P> {
             Packet::Data(h, _) => h.common,
             Packet::Ack(a) => a.common,
             Packet::Nak(n) => n.common,
-            Packet::Hello(_) => return Err(RecvError::Hello),
+            // A datagram is no connection's (the dispatch sends it elsewhere).
+            Packet::Hello(_) | Packet::Datagram(..) => return Err(RecvError::Hello),
         };
         if common.conn != self.cfg.local_id {
             return Err(RecvError::Connection(common.conn));
@@ -74,7 +75,8 @@ impl<const P: usize> Connection<P> {
                 self.stats.rx_naks += 1;
                 Ok(Received::Control)
             }
-            Packet::Hello(_) => Err(RecvError::Hello),
+            // A datagram is no connection's (the dispatch sends it elsewhere).
+            Packet::Hello(_) | Packet::Datagram(..) => Err(RecvError::Hello),
         }
     }
 

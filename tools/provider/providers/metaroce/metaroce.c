@@ -567,6 +567,21 @@ static void metaroce_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp,
 			   remote_addr, add, 0);
 }
 
+/* A UD request's destination (UD QPs only; the kernel checks the AH's PD). */
+static void metaroce_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
+				    uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct metaroce_qp *qp = ex_to_mqp(ibqp);
+
+	if (!qp->cur) {
+		metaroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	qp->cur->wr.ud.ah = ah;
+	qp->cur->wr.ud.remote_qpn = remote_qpn;
+	qp->cur->wr.ud.remote_qkey = remote_qkey;
+}
+
 static void metaroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 				     const struct ibv_sge *sg_list)
 {
@@ -723,6 +738,8 @@ static int metaroce_setup_qp_ex(struct metaroce_qp *qp,
 	ex->wr_set_sge_list = metaroce_wr_set_sge_list;
 	ex->wr_set_inline_data = metaroce_wr_set_inline_data;
 	ex->wr_set_inline_data_list = metaroce_wr_set_inline_data_list;
+	if (attr->qp_type == IBV_QPT_UD)
+		ex->wr_set_ud_addr = metaroce_wr_set_ud_addr;
 	return 0;
 }
 
