@@ -143,6 +143,13 @@ __be32 mr_skb_daddr4(const struct sk_buff *skb)
 	return ip_hdr(skb)->daddr;
 }
 
+int mr_addr_ifindex(const struct sock *sk, __be32 addr)
+{
+	struct net_device *dev = __ip_dev_find(sock_net(sk), addr, false);
+
+	return dev ? dev->ifindex : 0;
+}
+
 bool mr_skb_ce4(const struct sk_buff *skb)
 {
 	return INET_ECN_is_ce(ip_hdr(skb)->tos);

@@ -7,6 +7,7 @@
 #define METAROCE_HELPERS_H
 
 #include <linux/netdevice.h>
+#include <linux/inetdevice.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
 #include <linux/highmem.h>
@@ -54,6 +55,7 @@ unsigned char *mr_skb_data(const struct sk_buff *skb);
 unsigned int mr_skb_len(const struct sk_buff *skb);
 __be32 mr_skb_saddr4(const struct sk_buff *skb);
 __be32 mr_skb_daddr4(const struct sk_buff *skb);
+int mr_addr_ifindex(const struct sock *sk, __be32 addr);
 bool mr_skb_ce4(const struct sk_buff *skb);
 void mr_skb_reserve(struct sk_buff *skb, int len);
 void *mr_skb_put(struct sk_buff *skb, unsigned int len);

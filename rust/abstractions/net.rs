@@ -9,6 +9,7 @@
 
 use super::sync::SpinLockBh;
 use super::{bindings, netdev::NetDevice};
+use crate::transport::wire;
 use core::marker::PhantomData;
 use kernel::{
     alloc::KVec,
@@ -25,6 +26,11 @@ pub(crate) struct RxPacket<'a> {
     pub(crate) saddr: [u8; 4],
     /// Destination IPv4 address, network order.
     pub(crate) daddr: [u8; 4],
+    /// For a UD datagram (which names a QP number, not a connection): the
+    /// index of the namespace's net device that has the destination
+    /// address, so that the device on it takes the datagram (0: none, or
+    /// not a datagram).
+    pub(crate) dst_ifindex: i32,
     /// UDP source port (host order).
     pub(crate) sport: u16,
     /// Marked ECN Congestion Experienced.
@@ -208,9 +214,18 @@ impl<H: UdpHandler> NetPort<H> {
                 // The data starts at the UDP header.
                 if len >= 8 {
                     let bytes = core::slice::from_raw_parts(data, len);
+                    let daddr = bindings::mr_skb_daddr4(skb);
+                    let datagram = wire::peek(&bytes[8..])
+                        .is_some_and(|(t, _)| t == wire::PacketType::Datagram);
                     let pkt = RxPacket {
                         saddr: bindings::mr_skb_saddr4(skb).to_ne_bytes(),
-                        daddr: bindings::mr_skb_daddr4(skb).to_ne_bytes(),
+                        daddr: daddr.to_ne_bytes(),
+                        // Looked up under the receive path's RCU read lock.
+                        dst_ifindex: if datagram {
+                            bindings::mr_addr_ifindex(sk, daddr)
+                        } else {
+                            0
+                        },
                         sport: u16::from_be_bytes([bytes[0], bytes[1]]),
                         ce: bindings::mr_skb_ce4(skb),
                         payload: &bytes[8..],

@@ -73,7 +73,7 @@ impl MetaroceDevice {
         dir: &debugfs::Dir,
     ) -> Result<Self> {
         // `rdma link add` holds no RTNL: the link speed may be read here.
-        let shared = Shared::new(max_payload(ndev.mtu()), ndev.speed_mbps())?;
+        let shared = Shared::new(max_payload(ndev.mtu()), ndev.speed_mbps(), ndev.ifindex())?;
         let mut bytes = KVec::new();
         bytes.extend_from_slice(name.to_bytes(), GFP_KERNEL)?;
         let data = Telemetry {

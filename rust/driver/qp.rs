@@ -29,7 +29,7 @@ use crate::transport::{
 };
 use crate::{new_spinlock_bh, new_spinlock_irq};
 use kernel::{
-    alloc::{KVVec, KVec},
+    alloc::KVec,
     new_mutex,
     prelude::*,
     rbtree::RBTreeNodeReservation,
@@ -151,15 +151,7 @@ impl Qp {
         // A kernel consumer's datagram sends go through a worker (ud.rs).
         let tx = match qp_type.datagram() && !req.user {
             true => {
-                let mut slots = KVVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL)?;
-                for _ in 0..c.max_send_wr {
-                    slots.push(None, GFP_KERNEL)?;
-                }
-                let ring = TxRing {
-                    slots,
-                    head: 0,
-                    len: 0,
-                };
+                let ring = TxRing::new(c.max_send_wr as usize)?;
                 Some(Timer::new_arc(
                     UdTx {
                         ring: KBox::pin_init(
@@ -513,6 +505,12 @@ impl Qp {
         let _serial = self.verbs.lock();
         let n = &self.node;
         self.detach();
+        if n.qp_type.datagram() {
+            // No datagram reaches it any more (one found just before sees
+            // it dead below).
+            let gone = n.dev.tables.lock().ud.remove(&n.qpn);
+            drop(gone);
+        }
         {
             let mut st = n.st.lock();
             // From now on nothing completes for it (`flush` does nothing):
@@ -521,11 +519,6 @@ impl Qp {
             st.sq.clear();
             n.drop_receives(&mut st);
             st.owed.clear();
-        }
-        if n.qp_type.datagram() {
-            // No datagram reaches it any more.
-            let gone = n.dev.tables.lock().ud.remove(&n.qpn);
-            drop(gone);
         }
         if let Some(tx) = n.tx.as_ref() {
             // Its worker has finished; what it left holds the QP.

@@ -143,12 +143,22 @@ impl QpShared {
                 if h.opcode == Opcode::WriteImm {
                     posted_receive(&st.rq, st.rq_base, h.rsn)?;
                 }
-                // The whole message must fit, whichever packet comes first:
-                // otherwise the packets inside would land before the one
-                // outside is refused.
-                let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
-                e.write(base + u64::from(h.offset), bytes)
-                    .map_err(|_| NakCode::RemoteAccess)?;
+                // A Write of no bytes touches no memory: its rkey and
+                // address are not looked at (verbs lets them be anything,
+                // as IBA C9-88 does; rsockets' credit updates are such
+                // Writes with Immediate), but the QP must allow Writes.
+                if h.msg_len == 0 {
+                    if st.access.0 & Access::REMOTE_WRITE == 0 {
+                        return Err(NakCode::RemoteAccess);
+                    }
+                } else {
+                    // The whole message must fit, whichever packet comes
+                    // first: otherwise the packets inside would land before
+                    // the one outside is refused.
+                    let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
+                    e.write(base + u64::from(h.offset), bytes)
+                        .map_err(|_| NakCode::RemoteAccess)?;
+                }
             }
             // A second copy of a request held here (the stream takes it:
             // it carries no bytes) is ignored, not counted again.
@@ -161,7 +171,14 @@ impl QpShared {
                 if !st.rd_dest.may_accept(st.max_dest_rd_atomic) || st.owed.len() >= MAX_OWED {
                     return Err(NakCode::InvalidRequest);
                 }
-                remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
+                // As for a Write of no bytes.
+                if h.msg_len == 0 {
+                    if st.access.0 & Access::REMOTE_READ == 0 {
+                        return Err(NakCode::RemoteAccess);
+                    }
+                } else {
+                    remote(Access::REMOTE_READ, 0, u64::from(h.msg_len))?;
+                }
                 st.rd_dest.accepted();
             }
             Opcode::CmpSwap | Opcode::FetchAdd => {
@@ -389,6 +406,9 @@ pub(super) fn gather_response(
     offset: u32,
     buf: &mut [u8],
 ) -> Result {
+    if buf.is_empty() {
+        return Ok(());
+    }
     let Some(r) = o.read else {
         let src = o
             .value

@@ -65,10 +65,11 @@ pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32
 
 impl Shared {
     /// A device's state; `payload`: the most payload bytes a packet may
-    /// carry over its net device.
-    pub(crate) fn new(payload: u32, link_mbps: Option<u32>) -> Result<Arc<Self>> {
+    /// carry over its net device, whose index is `ifindex`.
+    pub(crate) fn new(payload: u32, link_mbps: Option<u32>, ifindex: i32) -> Result<Arc<Self>> {
         Arc::new(
             Self {
+                ifindex,
                 payload: payload.clamp(256, 4096),
                 capacity: KAtomic::new(capacity(link_mbps)),
                 senders: KAtomic::new(0),
@@ -408,7 +409,10 @@ impl UdpHandler for Shared {
             return false;
         };
         if ptype == PacketType::Datagram {
-            return self.owns_datagram(conn);
+            // Each device has a QP1, and QP numbers are unique per device
+            // only: the datagram is for the device on the net device that
+            // has its destination address.
+            return pkt.dst_ifindex == self.ifindex && self.owns_datagram(conn);
         }
         let hello = ptype == PacketType::Hello;
         self.tables

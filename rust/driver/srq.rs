@@ -101,6 +101,13 @@ impl SrqRing {
         Ok(())
     }
 
+    fn first(&self) -> Option<&RecvWr> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots.get(self.head)?.as_ref()
+    }
+
     fn pop(&mut self) -> Option<RecvWr> {
         if self.len == 0 {
             return None;
@@ -125,8 +132,20 @@ impl SrqShared {
     /// Takes the oldest receive, for a QP whose message needs it. Fires the
     /// limit event if this leaves fewer than the armed limit.
     pub(super) fn take(&self) -> Option<RecvWr> {
+        self.take_if(|_| true).ok()
+    }
+
+    /// Takes the oldest receive if `ok` accepts it: `Err(true)` if it does
+    /// not (the receive stays), `Err(false)` if there is none. Fires the
+    /// limit event as [`Self::take`].
+    pub(super) fn take_if(&self, ok: impl Fn(&RecvWr) -> bool) -> Result<RecvWr, bool> {
         let (wr, fire) = {
             let mut r = self.ring.lock();
+            match r.first() {
+                None => return Err(false),
+                Some(wr) if !ok(wr) => return Err(true),
+                Some(_) => {}
+            }
             let wr = r.pop();
             let fire = r.limit != 0 && (r.len as u32) < r.limit;
             if fire {
@@ -137,7 +156,7 @@ impl SrqShared {
         if fire {
             self.notify.kick();
         }
-        wr
+        wr.ok_or(false)
     }
 }
 

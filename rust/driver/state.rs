@@ -98,6 +98,8 @@ type PortSlot = SpinLockBh<Option<Arc<NetPort<Shared>>>>;
 
 /// State shared by a device's objects and its receive path (shared.rs).
 pub(crate) struct Shared {
+    /// Its net device's index.
+    pub(super) ifindex: i32,
     /// The namespace's port, until the device goes away.
     pub(super) port: Pin<KBox<PortSlot>>,
     pub(super) tables: Pin<KBox<SpinLockBh<Tables>>>,
@@ -225,19 +227,36 @@ pub(crate) struct QpShared {
 /// unused.
 pub(crate) struct UdTx {
     /// A leaf lock, taken with interrupts disabled.
-    pub(super) ring: Pin<KBox<SpinLockIrq<TxRing>>>,
+    pub(super) ring: Pin<KBox<SpinLockIrq<TxRing<TxEntry>>>>,
 }
+
+/// A send on the ring: its QP and the request.
+pub(super) type TxEntry = (Arc<QpShared>, SendWr);
 
 /// Sends in the order posted: at most the QP's `max_send_wr`.
-pub(super) struct TxRing {
-    pub(super) slots: KVVec<Option<(Arc<QpShared>, SendWr)>>,
-    pub(super) head: usize,
-    pub(super) len: usize,
+pub(super) struct TxRing<T> {
+    slots: KVVec<Option<T>>,
+    head: usize,
+    len: usize,
 }
 
-impl TxRing {
+impl<T> TxRing<T> {
+    /// An empty ring of `cap` entries, allocated now (`push` never
+    /// allocates: it runs with interrupts disabled).
+    pub(super) fn new(cap: usize) -> Result<Self> {
+        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL)?;
+        for _ in 0..cap {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
+    }
+
     /// Queues a send; `false` if the ring is full.
-    pub(super) fn push(&mut self, e: (Arc<QpShared>, SendWr)) -> bool {
+    pub(super) fn push(&mut self, e: T) -> bool {
         let cap = self.slots.len();
         if self.len == cap {
             return false;
@@ -252,7 +271,7 @@ impl TxRing {
     }
 
     /// The oldest send.
-    pub(super) fn pop(&mut self) -> Option<(Arc<QpShared>, SendWr)> {
+    pub(super) fn pop(&mut self) -> Option<T> {
         if self.len == 0 {
             return None;
         }
@@ -498,8 +517,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_send_ring_keeps_order_across_the_wrap_and_refuses_when_full() -> Result {
+        let mut r = TxRing::new(3)?;
+        assert!(r.push(1u32) && r.push(2) && r.push(3));
+        assert!(!r.push(4));
+        assert_eq!(r.pop(), Some(1));
+        assert!(r.push(4));
+        assert_eq!(
+            (r.pop(), r.pop(), r.pop(), r.pop()),
+            (Some(2), Some(3), Some(4), None)
+        );
+        let mut empty = TxRing::new(0)?;
+        assert!(!empty.push(1u32));
+        assert_eq!(empty.pop(), None);
+        Ok(())
+    }
+
+    #[test]
     fn pd_numbers_do_not_wrap() -> Result {
-        let dev = Shared::new(1024, None)?;
+        let dev = Shared::new(1024, None, 0)?;
         dev.tables.lock().next_pd = u64::from(u32::MAX);
         let a = dev.alloc_pd();
         let b = dev.alloc_pd();

@@ -12,6 +12,7 @@ use super::{
     counters::bump,
     mr::{scatter, sge_pieces},
     requester::MAX_INLINE,
+    shared::QPN_MASK,
     state::{QpShared, Shared, UdTx},
 };
 use crate::abstractions::{
@@ -62,9 +63,9 @@ impl QpShared {
             _ => return Err(EINVAL),
         };
         let len = wr.len();
-        // One datagram per message: larger ones are refused, not cut. (A
-        // QP number over 24 bits is refused by the encoder.)
-        if len > u64::from(ud_mtu(self.dev.payload)) {
+        // One datagram per message: larger ones are refused, not cut. A QP
+        // number has 24 bits.
+        if len > u64::from(ud_mtu(self.dev.payload)) || dest.qpn > QPN_MASK {
             return Err(EINVAL);
         }
         Ok((dest, imm, len))
@@ -184,8 +185,7 @@ impl QpShared {
                     None => self.gather_datagram(wr, buf),
                 },
             ),
-            // A destination QP number over 24 bits names no QP; a device
-            // going away has no port: lost, as a datagram may be.
+            // A device going away has no port: lost, as a datagram may be.
             _ => Err(TxError::Closed),
         };
         let status = match sent {
@@ -200,14 +200,16 @@ impl QpShared {
                 WcStatus::Success
             }
         };
-        let mut st = self.st.lock();
+        let st = self.st.lock();
         if st.dead {
             return;
         }
         if status != WcStatus::Success {
+            // The request fails alone: the QP stays as it is (verbs would
+            // move a UD QP to SQE until it is moved back to RTS; the MAD
+            // layer does that for QP1, which needs no move here).
             let wc = self.wc(wr.wr_id, status, WcOpcode::Send, 0, None, 0);
             self.scq.push(wc, false);
-            self.flush(&mut st);
         } else if wr.signaled || self.sig_all {
             let wc = self.wc(wr.wr_id, status, WcOpcode::Send, len as u32, None, 0);
             self.scq.push(wc, false);
@@ -235,7 +237,8 @@ impl QpShared {
     fn deliver(&self, pkt: &RxPacket<'_>, h: &DatagramHeader, payload: &[u8]) {
         let c = &self.dev.counters.ud;
         let mut st = self.st.lock();
-        if !matches!(st.state, QpState::Rtr | QpState::Rts) {
+        // Destroyed since the dispatch found it: nothing may complete for it.
+        if st.dead || !matches!(st.state, QpState::Rtr | QpState::Rts) {
             bump(&c.qp_state);
             return;
         }
@@ -250,14 +253,13 @@ impl QpShared {
         // A datagram that does not fit is dropped and the receive stays
         // for the next: a sender cannot fail the QP with large datagrams.
         let wr = match self.srq.as_ref() {
-            Some(srq) => match srq.take() {
-                Some(wr) if fits(&wr) => wr,
-                Some(wr) => {
-                    srq.give_back(&[wr]);
+            Some(srq) => match srq.take_if(fits) {
+                Ok(wr) => wr,
+                Err(true) => {
                     bump(&c.length);
                     return;
                 }
-                None => {
+                Err(false) => {
                     bump(&c.no_receive);
                     return;
                 }

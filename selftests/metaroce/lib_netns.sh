@@ -46,6 +46,14 @@
 #                         the rdma-core build with the MetaRoCE provider is
 #                         there (its environment is then set), TOOLS are
 #                         installed and metaroce.ko is loaded
+#   verbs_tools_needs [BIN...]
+#                         skip the whole test unless the rdma-core build with
+#                         the MetaRoCE provider and each check tool BIN are
+#                         there
+#   rdma_cm_ready         whether /dev/infiniband/rdma_cm is there (loads
+#                         rdma_ucm when it is a module)
+#   pair_verdict NAME CRC SRC LOGDIR
+#                         the point of a client/server pair (both exit 0)
 #   integrity_point NAME EXPECT ARGS...
 #                         one test point: tools/integrity/mr-integrity's server
 #                         on $RDMA_A, its client on $RDMA_B, ARGS to both;
@@ -314,6 +322,28 @@ check_tool_points() {
 	done
 }
 
+# verbs_tools_needs [BIN...]: skips the whole test (skip_all) unless the
+# rdma-core build with the MetaRoCE provider (make provider) and each check
+# tool BIN (make -C tools/integrity) are there.
+verbs_tools_needs() {
+	local prefix b
+	prefix=$("$__lib_netns_top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
+	[ -e "$prefix/lib/libibverbs.so.1" ] ||
+		skip_all "the rdma-core build is missing (make provider)"
+	for b in "$@"; do
+		[ -x "$b" ] || skip_all "$b is not built (make -C tools/integrity)"
+	done
+}
+
+# rdma_cm_ready: whether user space can reach RDMA-CM
+# (/dev/infiniband/rdma_cm): built in, or after loading rdma_ucm, which
+# distribution kernels have as a module (nothing in the test guests loads it
+# on demand).
+rdma_cm_ready() {
+	[ -e /dev/infiniband/rdma_cm ] || modprobe rdma_ucm 2>/dev/null
+	[ -e /dev/infiniband/rdma_cm ]
+}
+
 # each_type N FN: FN TYPE for MetaRoCE, then for rdma_rxe in the same boot
 # (the reference), each on its own fabric brought up first, which is a point
 # ("TYPE devices on both ends of the veth pair"); FN reports N - 1 more. A
@@ -368,14 +398,22 @@ pingpong_pair() {
 	wait "$spid"
 	src=$?
 	grep -h "bytes in" "$logs/client" | while read -r l; do ktap_info "client: $l"; done
+	pair_verdict "$name" "$crc" "$src" "$logs"
+}
+
+# pair_verdict NAME CLIENT_RC SERVER_RC LOGDIR: the point of a client and
+# server pair, passed when both exited 0; else with the start of both logs
+# (LOGDIR/client, LOGDIR/server).
+pair_verdict() {
+	local name=$1 crc=$2 src=$3 logs=$4 l
 	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
 		ktap_ok "$name"
-	else
-		ktap_info "client rc $crc, server rc $src"
-		head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
-		head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
-		ktap_fail "$name"
+		return
 	fi
+	ktap_info "client rc $crc, server rc $src"
+	head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
+	head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
+	ktap_fail "$name"
 }
 
 MR_INTEGRITY=${MR_INTEGRITY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/integrity/mr-integrity}

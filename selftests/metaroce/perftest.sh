@@ -3,7 +3,8 @@
 # perftest (Debian's perftest 4.5, unmodified) between two namespaces joined by
 # a veth pair, over one device type: PERF_TYPE=metaroce (default) or rxe.
 # One test point per run: ib_{write,send,read,atomic}_bw with one QP and with
-# eight (-q 8), ib_{write,send,read}_lat. Iteration counts are small, so that
+# eight (-q 8), ib_{write,send,read}_lat, ib_{write,send,read}_bw connected
+# through RDMA-CM (-R) and ib_send_bw over UD (-c UD). Iteration counts are small, so that
 # the script stays within about four minutes in the TCG debug kernel, where
 # 64 KiB writes move ~0.01-0.02 Gb/s over rxe and ~0.004 Gb/s over MetaRoCE
 # (metaroce: ~3 min, rxe: ~1 min). With so few iterations no QP has more than
@@ -150,8 +151,17 @@ perf_point() {
 		timeout "$tmo" "$env" stdbuf -oL "$prog" -d "$RDMA_A" -x "$GID_A" -F -p "$port" "$@" \
 		>"$logs/server" 2>&1 &
 	spid=$!
-	wait_for "$tmo" server_settled "$NS_A" "$port" "$spid" ||
-		ktap_info "$name: the server did not listen on port $port"
+	case " $* " in
+	*" -R "*)
+		# Over RDMA-CM the server listens on an RDMA-CM port, which ss
+		# does not see: it gets time to set up instead.
+		sleep 3
+		;;
+	*)
+		wait_for "$tmo" server_settled "$NS_A" "$port" "$spid" ||
+			ktap_info "$name: the server did not listen on port $port"
+		;;
+	esac
 	ip netns exec "$NS_B" ${strace[@]+"${strace[@]}" "$logs/client.strace"} \
 		timeout "$tmo" "$env" stdbuf -oL "$prog" -d "$RDMA_B" -x "$GID_B" -F -p "$port" "$@" "$FABRIC_IP_A" \
 		2>&1 | stamp >"$logs/client"
@@ -208,6 +218,14 @@ perf_point() {
 bw() {
 	local prog=$1
 	shift
+	case " $* " in
+	*" -R "*)
+		if ! rdma_cm_ready; then
+			ktap_skip "$prog $* ($type)" "no /dev/infiniband/rdma_cm (rdma_ucm is not available)"
+			return
+		fi
+		;;
+	esac
 	local n=$iters
 	case " $* " in *" -q "*) n=$qp_iters ;; esac
 	# shellcheck disable=SC2086
@@ -221,7 +239,7 @@ lat() {
 	kind_half=$half perf_point "$prog $* -n $lat_iters ($type)" lat "$prog" -n "$lat_iters" "$@"
 }
 
-ktap_plan 12
+ktap_plan 16
 
 if ! rdma_fabric_up "$type" 2>"$logs/setup"; then
 	ktap_info "$(cat "$logs/setup")"
@@ -243,5 +261,11 @@ bw ib_atomic_bw -q 8
 lat ib_write_lat 1 -s 2
 lat ib_send_lat 1 -s 2
 lat ib_read_lat 0 -s 2
+# Connected through RDMA-CM (-R) instead of perftest's TCP exchange, and
+# UD Sends (at most the MTU each).
+bw ib_write_bw -s 65536 -R
+bw ib_send_bw -s 65536 -R
+bw ib_read_bw -s 65536 -R
+bw ib_send_bw -c UD -s 1024
 
 ktap_finish

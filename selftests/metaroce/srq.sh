@@ -17,9 +17,7 @@
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${SRQ_CHECK:-$top/tools/integrity/srq-check}
-prefix=$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
-[ -e "$prefix/lib/libibverbs.so.1" ] || skip_all "the rdma-core build is missing (make provider)"
-[ -x "$bin" ] || skip_all "$bin is not built (make -C tools/integrity)"
+verbs_tools_needs "$bin"
 require_tools ip rdma ss ibv_srq_pingpong
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 

@@ -25,11 +25,7 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 rereg=${REREG_CHECK:-$top/tools/integrity/rereg-check}
 limits=${LIMITS_CHECK:-$top/tools/integrity/limits-check}
-prefix=$("$top/scripts/build-rdma-core.sh" --prefix 2>/dev/null)
-[ -e "$prefix/lib/libibverbs.so.1" ] || skip_all "the rdma-core build is missing (make provider)"
-for b in "$rereg" "$limits"; do
-	[ -x "$b" ] || skip_all "$b is not built (make -C tools/integrity)"
-done
+verbs_tools_needs "$rereg" "$limits"
 require_tools ip rdma ss
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 

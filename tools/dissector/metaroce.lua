@@ -17,7 +17,7 @@ local PORT = 4792
 
 local p = Proto("metaroce", "MetaRoCE")
 
-local ptypes = { [1] = "Data", [2] = "ACK", [3] = "NAK", [4] = "Hello" }
+local ptypes = { [1] = "Data", [2] = "ACK", [3] = "NAK", [4] = "Hello", [5] = "Datagram" }
 local opcodes = {
 	[0] = "Send", [1] = "Send with immediate", [2] = "RDMA Write",
 	[3] = "RDMA Write with immediate", [4] = "RDMA Read request",
@@ -48,7 +48,12 @@ f.f_void = ProtoField.bool("metaroce.flags.void", "VOID", 8, nil, 0x20)
 f.f_solicited = ProtoField.bool("metaroce.flags.solicited", "SOLICITED", 8, nil, 0x40)
 f.f_duplicate = ProtoField.bool("metaroce.flags.duplicate", "DUPLICATE", 8, nil, 0x01)
 f.f_challenge = ProtoField.bool("metaroce.flags.challenge", "CHALLENGE", 8, nil, 0x01)
+f.f_imm = ProtoField.bool("metaroce.flags.imm", "IMM", 8, nil, 0x01)
 f.path = ProtoField.uint16("metaroce.path", "Path id", base.DEC)
+-- datagram (UD): the common header's words read otherwise
+f.dest_qpn = ProtoField.uint32("metaroce.dgram.dest_qpn", "Destination QP", base.HEX)
+f.src_qpn = ProtoField.uint32("metaroce.dgram.src_qpn", "Source QP", base.HEX)
+f.qkey = ProtoField.uint32("metaroce.dgram.qkey", "Q_Key", base.HEX)
 f.conn = ProtoField.uint32("metaroce.conn", "Connection id (receiver's)", base.HEX)
 f.psn = ProtoField.uint32("metaroce.psn", "PSN", base.DEC)
 f.cumulative = ProtoField.uint32("metaroce.cumulative", "Cumulative ack (first PSN not received)", base.DEC)
@@ -276,6 +281,23 @@ local function hello(buf, tree)
 	return "Hello"
 end
 
+local function datagram(buf, tree, flags)
+	local o = COMMON
+	if band8(flags, 1) ~= 0 then
+		if buf:len() < o + 4 then
+			bad(tree, nil, "the immediate data the IMM flag announces is missing")
+			return "Datagram (truncated)"
+		end
+		tree:add(f.imm, buf(o, 4))
+		o = o + 4
+	end
+	if buf:len() > o then
+		tree:add(f.payload, buf(o))
+	end
+	return string.format("Datagram QP 0x%06x > QP 0x%06x, %d bytes", buf(8, 4):uint(),
+		buf(4, 4):uint(), buf:len() - o)
+end
+
 function p.dissector(buf, pinfo, root)
 	pinfo.cols.protocol = "MetaRoCE"
 	local tree = root:add(p, buf())
@@ -302,10 +324,22 @@ function p.dissector(buf, pinfo, root)
 	elseif ptype == 4 then
 		allowed = HELLO_FLAGS
 		fi:add(f.f_challenge, buf(1, 1))
+	elseif ptype == 5 then
+		allowed = 0x41
+		fi:add(f.f_imm, buf(1, 1))
+		fi:add(f.f_solicited, buf(1, 1))
 	end
 	tree:add(f.path, buf(2, 2))
-	tree:add(f.conn, buf(4, 4))
-	if ptype == 1 then
+	if ptype == 5 then
+		tree:add(f.dest_qpn, buf(4, 4))
+		tree:add(f.src_qpn, buf(8, 4))
+		tree:add(f.qkey, buf(12, 4))
+	else
+		tree:add(f.conn, buf(4, 4))
+	end
+	if ptype == 5 then
+		-- read above
+	elseif ptype == 1 then
 		tree:add(f.psn, buf(8, 4))
 		tree:add(f.timestamp, buf(12, 4))
 	elseif ptype == 2 or ptype == 3 then
@@ -331,6 +365,8 @@ function p.dissector(buf, pinfo, root)
 		what = nak(buf, tree)
 	elseif ptype == 4 then
 		what = hello(buf, tree)
+	elseif ptype == 5 then
+		what = datagram(buf, tree, flags)
 	else
 		bad(tree, ti, "unknown type " .. ptype)
 		what = "unknown type"

@@ -154,6 +154,14 @@
  *                              one SGE or one inline byte more than granted,
  *                              and an aborted one fail or post nothing:
  *                              no completion, no byte
+ *  28 zero_length_skips_rkey   an RDMA Write with Immediate and an RDMA
+ *                              Read of 0 bytes, both naming address 0 under
+ *                              a key that is no region's: both succeed (a
+ *                              zero-length operation's key and address are
+ *                              not validated, IBA C9-88; rsockets sends
+ *                              its credit updates so), the Write's receive
+ *                              completes with its immediate and 0 bytes,
+ *                              nothing of the server's changes
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -198,8 +206,8 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_DEST_HIGH, C_DEREG_BUSY, C_SEND_AFTER, C_DEREG_READ, C_SEND_AFTER2,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
-       C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH,
-       NCASES = C_WR_BATCH };
+       C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH, C_ZERO_LEN,
+       NCASES = C_ZERO_LEN };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -249,6 +257,7 @@ static const char *const case_name[NCASES + 1] = {
 	"unsolicited_send_wakes_no_solicited_waiter",
 	"solicited_send_wakes_the_waiter",
 	"wr_batch_all_or_nothing",
+	"zero_length_skips_rkey",
 };
 
 static struct {
@@ -888,6 +897,7 @@ static void server_prepare(struct cs *s)
 	case C_POST_STATE:
 	case C_UNSOLICITED:
 	case C_SOLICITED:
+	case C_ZERO_LEN:
 		make_buf(s, V_ALLOC, 2);
 		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
 		/* one receive; four for post_in_reset_init, so that sends
@@ -1022,6 +1032,26 @@ static void server_check(struct cs *s, const struct wire *done)
 	case C_SOLICITED:
 		server_solicited(s);
 		break;
+	case C_ZERO_LEN: {
+		int rc = poll_one(s->cq, &wc, deadline());
+
+		if (rc < 0)
+			die("ibv_poll_cq failed");
+		if (rc == 0)
+			vfail(&s->v, "the Write with Immediate of 0 bytes did "
+			      "not complete its receive within %d s",
+			      cfg.timeout_s);
+		else if (wc.status != IBV_WC_SUCCESS ||
+			 wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+			 wc.byte_len != 0 || !(wc.wc_flags & IBV_WC_WITH_IMM) ||
+			 be32toh(wc.imm_data) != 0x5a5a)
+			vfail(&s->v, "receive completion %s, opcode %d, "
+			      "byte_len %u, flags %#x, immediate %#x",
+			      wc_name(wc.status), wc.opcode, wc.byte_len,
+			      wc.wc_flags, be32toh(wc.imm_data));
+		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
+		break;
+	}
 	case C_WR_BATCH: {
 		/* the three Writes, 64 bytes each of pattern 7, at 256 */
 		uint8_t want[3 * 64];
@@ -2143,6 +2173,33 @@ static void client_act(struct cs *s)
 	case C_WR_BATCH:
 		st = client_wr_batch(s);
 		break;
+	case C_ZERO_LEN: {
+		struct ibv_send_wr w = {
+			.wr_id = 0x10, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IBV_SEND_SIGNALED,
+			.imm_data = htobe32(0x5a5a),
+			.wr.rdma = { .remote_addr = 0, .rkey = 0xdeadbeef },
+		}, *bad = NULL;
+
+		rc = ibv_post_send(s->qp, &w, &bad);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "RDMA Write with Immediate of 0 bytes",
+			       IBV_WC_SUCCESS, -1);
+		if (st != IBV_WC_SUCCESS)
+			break;
+		rc = post_send1(s->qp, 0x11, IBV_WR_RDMA_READ, NULL, 0, 0, 0,
+				0xdeadbeef, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x11, "RDMA Read of 0 bytes", IBV_WC_SUCCESS,
+			       -1);
+		break;
+	}
 	case C_WRITE_IMM_NO_RECV:
 		rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_WRITE_WITH_IMM, s->buf,
 				(uint32_t)t[4], s->mr[0]->lkey, t[3],

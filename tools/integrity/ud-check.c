@@ -146,15 +146,19 @@ static int recv_wc(struct ibv_wc *wc)
 	return n;
 }
 
-/* Discards what a check before left in the receive CQ (a device that
- * failed it may have delivered what it should not have). */
-static void drain(void)
+/* Starts a check afresh: a new receiving QP (no receive a check before
+ * left posted), and nothing left in the receive CQ (a device that failed a
+ * check may have delivered what it should not have). */
+static void fresh(void)
 {
 	struct ibv_wc wc;
 
+	if (ibv_destroy_qp(qb))
+		die("ibv_destroy_qp: %s", strerror(errno));
 	while (poll_until(rcq, &wc, now_s() + 0.2, 1000, 100000) == 1)
 		vmsg("left over: receive %llu, %s",
 		     (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	qb = ud_qp();
 }
 
 /* Counter NAME of the device's port 1, or -1 if it has none. */
@@ -184,7 +188,8 @@ static const char *bad_datagram(const struct ibv_wc *wc, size_t off,
 	static char why[160];
 
 	if (wc->status != IBV_WC_SUCCESS || wc->opcode != IBV_WC_RECV)
-		snprintf(why, sizeof(why), "status %s, opcode %d",
+		snprintf(why, sizeof(why), "receive %llu: status %s, opcode %d",
+			 (unsigned long long)wc->wr_id,
 			 ibv_wc_status_str(wc->status), wc->opcode);
 	else if (wc->byte_len != GRH + len)
 		snprintf(why, sizeof(why), "byte_len %u, want %u", wc->byte_len,
@@ -201,10 +206,14 @@ static const char *bad_datagram(const struct ibv_wc *wc, size_t off,
 	else if (memcmp(rbuf + off + GRH, sbuf, len))
 		snprintf(why, sizeof(why), "the bytes after the GRH differ");
 	else if (ip[0] != 0x45 || ip[9] != 17 ||
-		 memcmp(ip + 12, dev.gid.raw + 12, 4))
+		 memcmp(ip + 12, dev.gid.raw + 12, 4) ||
+		 memcmp(ip + 16, dev.gid.raw + 12, 4) ||
+		 (uint32_t)(ip[2] << 8 | ip[3]) < 28 + len)
 		snprintf(why, sizeof(why),
-			 "GRH: IPv4 header %#x, protocol %u, source %u.%u.%u.%u",
-			 ip[0], ip[9], ip[12], ip[13], ip[14], ip[15]);
+			 "GRH: IPv4 header %#x, protocol %u, length %u, "
+			 "%u.%u.%u.%u to %u.%u.%u.%u", ip[0], ip[9],
+			 ip[2] << 8 | ip[3], ip[12], ip[13], ip[14], ip[15],
+			 ip[16], ip[17], ip[18], ip[19]);
 	else
 		return NULL;
 	return why;
@@ -260,7 +269,7 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[0], NULL);
 
-	drain();
+	fresh();
 	/* wrong_qkey_dropped: nothing arrives, the receive stays for the
 	 * next datagram with the right key. */
 	post_recv(20, 0, GRH + 512);
@@ -285,7 +294,7 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[1], NULL);
 
-	drain();
+	fresh();
 	/* high_qkey_bit_sends_own */
 	post_recv(30, 0, GRH + 512);
 	if ((rc = send_to_b(ah, 32, 0x80000000u, 0)))
@@ -297,7 +306,7 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[2], NULL);
 
-	drain();
+	fresh();
 	/* over_mtu_refused: refused at post time; a datagram of exactly the
 	 * MTU arrives. */
 	post_recv(40, 0, GRH + mtu);
@@ -318,15 +327,16 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[3], NULL);
 
-	drain();
+	fresh();
 	/* too_small_receive_kept: a receive with room for 16 bytes after the
 	 * GRH; 100 bytes are dropped, 16 then land in it. */
 	post_recv(50, 0, GRH + 16);
 	if ((rc = send_to_b(ah, 100, QKEY, 0)))
 		check_result(checks[4], "sending: %s", strerror(rc));
 	else if (recv_wc(&wc))
-		check_result(checks[4], "the receive completed: %s, %u bytes",
-			     ibv_wc_status_str(wc.status), wc.byte_len);
+		check_result(checks[4], "the receive completed: %s, %u bytes "
+			     "(receive %llu)", ibv_wc_status_str(wc.status),
+			     wc.byte_len, (unsigned long long)wc.wr_id);
 	else if ((rc = send_to_b(ah, 16, QKEY, 0)))
 		check_result(checks[4], "sending: %s", strerror(rc));
 	else if (!recv_wc(&wc))
@@ -338,11 +348,11 @@ int main(int argc, char **argv)
 	else
 		check_result(checks[4], NULL);
 
-	drain();
+	fresh();
 	/* ah_of_other_pd_refused */
 	post_recv(60, 0, GRH + 512);
 	if ((rc = send_to_b(ah2, 8, QKEY, 0)) != EINVAL)
-		check_result(checks[5], "ibv_post_send: %s, want %s",
+		check_result(checks[5], "sending: %s, want %s",
 			     rc ? strerror(rc) : "accepted", strerror(EINVAL));
 	else if (recv_wc(&wc))
 		check_result(checks[5], "something arrived");

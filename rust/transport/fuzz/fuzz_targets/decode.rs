@@ -6,7 +6,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use metaroce_transport::wire::{decode, encode_ack, encode_data, encode_hello, encode_nak, Packet};
+use metaroce_transport::wire::{
+    decode, encode_ack, encode_data, encode_datagram, encode_hello, encode_nak, Packet,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(p) = decode(data) else {
@@ -32,6 +34,12 @@ fuzz_target!(|data: &[u8]| {
         Packet::Hello(h) => {
             let n = encode_hello(&h, &mut buf).expect("hello encodes");
             buf[..n].to_vec()
+        }
+        Packet::Datagram(h, payload) => {
+            let n = encode_datagram(&h, &mut buf).expect("datagram encodes");
+            let mut v = buf[..n].to_vec();
+            v.extend_from_slice(payload);
+            v
         }
     };
     assert_eq!(again, data, "decode accepted a non-canonical encoding");

@@ -19,6 +19,16 @@ pub extern "C" fn mr_probe_decode(buf: &[u8]) -> bool {
 }
 
 #[no_mangle]
+pub extern "C" fn mr_probe_encode_datagram(h: &wire::DatagramHeader, out: &mut [u8]) -> usize {
+    wire::encode_datagram(h, out).unwrap_or(0)
+}
+
+#[no_mangle]
+pub extern "C" fn mr_probe_ipv4_grh(s: [u8; 4], d: [u8; 4], len: usize, out: &mut [u8; 40]) {
+    *out = wire::ipv4_grh(s, d, len);
+}
+
+#[no_mangle]
 pub extern "C" fn mr_probe_on_datagram(c: &mut Conn, now: u64, buf: &[u8], sport: u16) -> usize {
     match c.on_datagram(now, buf, sport, false) {
         Ok(Received::Data(_, p)) => p.len(),

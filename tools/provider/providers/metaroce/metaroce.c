@@ -676,6 +676,12 @@ static int metaroce_wr_complete(struct ibv_qp_ex *ibqp)
 	struct ibv_send_wr *bad = NULL;
 	int ret = qp->err;
 
+	/* A UD request without wr_set_ud_addr has no address handle, which
+	 * ibv_cmd_post_send would follow. */
+	for (unsigned int i = 0; !ret && ibqp->qp_base.qp_type == IBV_QPT_UD &&
+				 i < qp->nwr; i++)
+		if (!qp->wrs[i].wr.ud.ah)
+			ret = EINVAL;
 	if (!ret && qp->nwr)
 		ret = ibv_cmd_post_send(&qp->vqp.qp, qp->wrs, &bad);
 	qp->nwr = 0;
