@@ -18,7 +18,7 @@ use super::{
 use crate::abstractions::{
     memory::copy_from_user,
     net::{RxPacket, Timer, TimerHandler, TxError},
-    types::{QpState, SendOp, SendWr, UdDest, WcOpcode, WcStatus},
+    types::{IbMtu, QpState, SendOp, SendWr, UdDest, WcOpcode, WcStatus},
 };
 use crate::transport::{
     framing::UDP_PORT,
@@ -30,7 +30,7 @@ use kernel::{prelude::*, sync::Arc};
 /// packet: the largest IB MTU within it, which `query_port` reports as the
 /// active MTU.
 pub(super) fn ud_mtu(payload: u32) -> u32 {
-    1 << (31 - payload.max(256).leading_zeros())
+    IbMtu::largest_within(payload).map_or(IbMtu::Mtu256.bytes(), IbMtu::bytes)
 }
 
 /// The UDP source port of a UD QP's datagrams: one per QP, so that a
