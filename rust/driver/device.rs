@@ -73,12 +73,14 @@ impl MetaroceDevice {
         dir: &debugfs::Dir,
     ) -> Result<Self> {
         // `rdma link add` holds no RTNL: the link speed may be read here.
-        let shared = Shared::new(max_payload(ndev.mtu()), ndev.speed_mbps(), ndev.ifindex())?;
-        let mut bytes = KVec::new();
-        bytes.extend_from_slice(name.to_bytes(), GFP_KERNEL)?;
+        let shared = Shared::new(
+            name,
+            max_payload(ndev.mtu()),
+            ndev.speed_mbps(),
+            ndev.ifindex(),
+        )?;
         let data = Telemetry {
             dev: shared.clone(),
-            name: bytes,
         };
         let file = KBox::pin_init(
             dir.read_callback_file(name, data, &telemetry::write),

@@ -145,7 +145,8 @@ impl Peer {
             return;
         }
         pr_info!(
-            "peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            self.dev.name(),
             Ipv4(self.ip),
             c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
             c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
@@ -546,7 +547,8 @@ impl Peer {
             let ms = u32::try_from(silent / 1_000_000).unwrap_or(u32::MAX);
             PeerTrace { peer: &self.ip }.peer_silence(ms, failed);
             pr_info!(
-                "peer {} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
+                "{}: peer {} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
+                self.dev.name(),
                 Ipv4(self.ip),
                 silent / 1_000_000
             );
@@ -570,7 +572,8 @@ impl Peer {
                 let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
                 PeerTrace { peer: &self.ip }.peer_restart(qps);
                 pr_info!(
-                    "peer {} restarted: the queue pairs it answered fail\n",
+                    "{}: peer {} restarted: the queue pairs it answered fail\n",
+                    self.dev.name(),
                     Ipv4(self.ip)
                 );
                 let PeerInner { conn, streams, .. } = ps;

@@ -12,7 +12,7 @@ use super::{
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
-    state::{Peer, PeerInner, PeerNode, Shared, Tables},
+    state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables},
 };
 use crate::abstractions::{
     memory::Translation,
@@ -66,9 +66,17 @@ pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32
 impl Shared {
     /// A device's state; `payload`: the most payload bytes a packet may
     /// carry over its net device, whose index is `ifindex`.
-    pub(crate) fn new(payload: u32, link_mbps: Option<u32>, ifindex: i32) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        name: &CStr,
+        payload: u32,
+        link_mbps: Option<u32>,
+        ifindex: i32,
+    ) -> Result<Arc<Self>> {
+        let mut bytes = KVec::new();
+        bytes.extend_from_slice(name.to_bytes(), GFP_KERNEL)?;
         Arc::new(
             Self {
+                name: bytes,
                 ifindex,
                 payload: payload.clamp(256, 4096),
                 capacity: KAtomic::new(capacity(link_mbps)),
@@ -94,6 +102,11 @@ impl Shared {
             GFP_KERNEL,
         )
         .map_err(Into::into)
+    }
+
+    /// Its name, as the kernel log and debugfs show it.
+    pub(crate) fn name(&self) -> DevName<'_> {
+        DevName(&self.name)
     }
 
     pub(crate) fn set_port(&self, port: Arc<NetPort<Shared>>) {

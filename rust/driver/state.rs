@@ -83,6 +83,32 @@ impl kernel::fmt::Display for Ipv4 {
     }
 }
 
+/// A device's name as the kernel log and its telemetry show it: the name it
+/// was made with (a later `rdma dev set ... name` is not followed).
+pub(crate) struct DevName<'a>(pub(crate) &'a [u8]);
+
+impl core::fmt::Display for DevName<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use core::fmt::Write;
+        // RDMA device names are printable ASCII; anything else shows as '?'.
+        for &b in self.0 {
+            let c = if b.is_ascii_graphic() {
+                char::from(b)
+            } else {
+                '?'
+            };
+            f.write_char(c)?;
+        }
+        Ok(())
+    }
+}
+
+impl kernel::fmt::Display for DevName<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
 /// The stream of the requests to queue pair `qpn`.
 pub(super) const fn requests(qpn: u32) -> u32 {
     qpn << 1
@@ -98,6 +124,9 @@ type PortSlot = SpinLockBh<Option<Arc<NetPort<Shared>>>>;
 
 /// State shared by a device's objects and its receive path (shared.rs).
 pub(crate) struct Shared {
+    /// Its name when it was made, for the kernel log and debugfs
+    /// ([`Shared::name`]).
+    pub(super) name: KVec<u8>,
     /// Its net device's index.
     pub(super) ifindex: i32,
     /// The namespace's port, until the device goes away.
@@ -534,8 +563,17 @@ mod tests {
     }
 
     #[test]
+    fn device_names_print_as_made() -> Result {
+        let dev = Shared::new(c"mr\x01A 7", 1024, None, 0)?;
+        let shown = kernel::str::CString::try_from_fmt(fmt!("{}", dev.name()))?;
+        // What the kernel log and telemetry show: printable bytes only.
+        assert_eq!(shown.to_bytes(), b"mr?A?7");
+        Ok(())
+    }
+
+    #[test]
     fn pd_numbers_do_not_wrap() -> Result {
-        let dev = Shared::new(1024, None, 0)?;
+        let dev = Shared::new(c"t", 1024, None, 0)?;
         dev.tables.lock().next_pd = u64::from(u32::MAX);
         let a = dev.alloc_pd();
         let b = dev.alloc_pd();

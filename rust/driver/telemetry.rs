@@ -20,7 +20,7 @@
 
 use super::state::{Ipv4, PeerNode, Shared, PATHS};
 use crate::transport::stats::{DropReason, PathInfo, Stats};
-use core::fmt::{self, Write};
+use core::fmt;
 use kernel::{
     alloc::KVec,
     prelude::*,
@@ -30,8 +30,6 @@ use kernel::{
 /// What a debugfs read shows: the device's connections.
 pub(crate) struct Telemetry {
     pub(crate) dev: Arc<Shared>,
-    /// The device's name when it was made (a later rename is not followed).
-    pub(crate) name: KVec<u8>,
 }
 
 /// One connection as copied out under its lock.
@@ -139,13 +137,10 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
 /// Formats the device's telemetry (the debugfs read; process context).
 pub(crate) fn write(t: &Telemetry, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let peers = t.dev.peers().map_err(|_| fmt::Error)?;
-    f.write_str("device ")?;
-    for ch in t.name.iter() {
-        f.write_char(char::from(*ch))?;
-    }
     writeln!(
         f,
-        " peers {} payload {} capacity_kbps {} senders {}",
+        "device {} peers {} payload {} capacity_kbps {} senders {}",
+        t.dev.name(),
         peers.len(),
         t.dev.payload,
         t.dev.capacity.load(Relaxed),

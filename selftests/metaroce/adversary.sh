@@ -74,22 +74,25 @@ check "the injectors sent every kind of forgery, both ways" sent_all
 
 log=$dir/dmesg
 dmesg | sed -n "/$mark/,\$p" >"$log"
+# Only this test's devices: other tests may run beside it.
+ours=": \\($RDMA_A\\|$RDMA_B\\): peer "
 check "no forged hello was taken for a peer restart" \
-	bash -c "! grep -q 'restarted' '$log'"
+	bash -c "! grep -q '$ours.* restarted' '$log'"
 check "no peer went silent under injection" \
-	bash -c "! grep -q 'silent for' '$log'"
+	bash -c "! grep -q '$ours.* silent for' '$log'"
 
 # The per-peer counters are logged when a device goes away.
+A_DEV=$RDMA_A B_DEV=$RDMA_B
 cleanup_links "$RDMA_A" "$RDMA_B"
 RDMA_A= RDMA_B=
 dmesg | sed -n "/$mark/,\$p" >"$log"
-grep "metaroce: peer " "$log" | while IFS= read -r l; do ktap_info "${l#*] }"; done
-dropped() { # PEER: the drop count of the connection to PEER
-	sed -n "s/.*peer $1: .* \([0-9][0-9]*\) dropped.*/\1/p" "$log" | tail -n 1
+grep "$ours" "$log" | while IFS= read -r l; do ktap_info "${l#*] }"; done
+dropped() { # DEVICE PEER: the drop count of DEVICE's connection to PEER
+	sed -n "s/.*: $1: peer $2: .* \([0-9][0-9]*\) dropped.*/\1/p" "$log" | tail -n 1
 }
 counted() {
-	[ "$(dropped "$FABRIC_IP_A")" -gt 0 ] 2>/dev/null &&
-		[ "$(dropped "$FABRIC_IP_B")" -gt 0 ] 2>/dev/null
+	[ "$(dropped "$A_DEV" "$FABRIC_IP_B")" -gt 0 ] 2>/dev/null &&
+		[ "$(dropped "$B_DEV" "$FABRIC_IP_A")" -gt 0 ] 2>/dev/null
 }
 check "both connections counted forged datagrams as dropped" counted
 check "strangers left no connection behind" \

@@ -96,5 +96,5 @@ kill "${pids[@]}" 2>/dev/null
 wait "${pids[@]}" 2>/dev/null
 pids=()
 check "the kernel log names the silent peer" \
-	bash -c "dmesg | grep -q 'peer $FABRIC_IP_B silent for'"
+	bash -c "dmesg | grep -q ': $RDMA_A: peer $FABRIC_IP_B silent for'"
 ktap_finish

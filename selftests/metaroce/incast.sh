@@ -42,7 +42,7 @@
 senders=${INCAST_SENDERS:-8}
 rate=${INCAST_RATE_KBIT:-3000}
 window=${INCAST_SECONDS:-12}
-types=${INCAST_TYPES:-metaroce rxe}
+types=${INCAST_TYPES:-${METAROCE_TYPES:-metaroce rxe}}
 read -r -a perf_args <<<"${INCAST_PERF_ARGS:-}"
 capacity=$((rate * 9 / 10 / 1000))
 settle=5

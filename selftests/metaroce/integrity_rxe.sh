@@ -16,6 +16,7 @@
 [ -x "$MR_INTEGRITY" ] ||
 	skip_all "$MR_INTEGRITY is not built (make -C tools/integrity)"
 require_tools ip rdma tc
+rxe_compared >/dev/null || skip_all "rdma_rxe is compared in make check-stock, not in this run (METAROCE_TYPES=$FABRIC_TYPES)"
 rdma_type_load rxe || skip_all "rdma_rxe is not available"
 
 scale=${INTEGRITY_SCALE:-1}

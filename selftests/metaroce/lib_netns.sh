@@ -344,13 +344,35 @@ rdma_cm_ready() {
 	[ -e /dev/infiniband/rdma_cm ]
 }
 
-# each_type N FN: FN TYPE for MetaRoCE, then for rdma_rxe in the same boot
-# (the reference), each on its own fabric brought up first, which is a point
-# ("TYPE devices on both ends of the veth pair"); FN reports N - 1 more. A
-# type whose fabric does not come up fails that point and skips the rest.
+# The device types each_type runs: MetaRoCE, then rdma_rxe in the same boot
+# (the reference), unless METAROCE_TYPES names fewer. `make check` boots its
+# debug kernel with METAROCE_TYPES=metaroce: rdma_rxe under KASAN tests no
+# code of ours, and `make check-stock` runs both types in one boot.
+FABRIC_TYPES=${METAROCE_TYPES:-metaroce rxe}
+
+# fabric_types: how many types each_type runs.
+fabric_types() {
+	local t n=0
+	for t in $FABRIC_TYPES; do n=$((n + 1)); done
+	echo "$n"
+}
+
+# rxe_compared: whether this run compares with rdma_rxe; if not, says so
+# (a TAP comment) and fails.
+rxe_compared() {
+	[[ " $FABRIC_TYPES " == *" rxe "* ]] && return 0
+	ktap_info "rdma_rxe is not compared in this run (METAROCE_TYPES=$FABRIC_TYPES); make check-stock compares it"
+	return 1
+}
+
+# each_type N FN: FN TYPE for each of FABRIC_TYPES, each on its own fabric
+# brought up first, which is a point ("TYPE devices on both ends of the veth
+# pair"); FN reports N - 1 more. A type whose fabric does not come up fails
+# that point and skips the rest. Plan N * $(fabric_types) points.
 each_type() {
 	local n=$1 fn=$2 type err
-	for type in metaroce rxe; do
+	rxe_compared || :
+	for type in $FABRIC_TYPES; do
 		if [ "$type" = rxe ] && ! rdma_type_load rxe; then
 			for _ in $(seq 1 "$n"); do
 				ktap_skip "rxe: point" "rdma_rxe is not available"

@@ -28,20 +28,29 @@ trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 port=18900
 points=7
 
+# cm_listening PORT: an RDMA-CM ID of $RDMA_A listens on PORT (an RDMA-CM
+# port has no socket ss sees; the RDMA core lists its IDs).
+cm_listening() {
+	rdma resource show cm_id 2>/dev/null |
+		grep -E "^link $RDMA_A/1 .*state LISTEN .*src-addr [^ ]*:$1( |$)" >/dev/null
+}
+
 # cm_pair NAME SERVER CLIENT: the command SERVER (words) in $NS_A, then,
-# once it had time to listen (an RDMA-CM port has no socket ss sees),
-# CLIENT in $NS_B, each under a 120 s timeout; one point, passed when both
-# exit 0. @PORT@ in either stands for the next port after $port (udaddy
-# has no port option: its -p is the port space).
+# once it listens, CLIENT in $NS_B, each under a 120 s timeout; one point,
+# passed when both exit 0. @PORT@ in either stands for the next port after
+# $port (udaddy has no port option: its -p is the port space; it listens
+# on 7174).
 cm_pair() {
-	local name=$1 server=$2 client=$3 spid crc src l
+	local name=$1 server=$2 client=$3 spid crc src l listen=7174
 	port=$((port + 1))
+	[[ "$server" == *@PORT@* ]] && listen=$port
 	server=${server//@PORT@/$port}
 	client=${client//@PORT@/$port}
 	# shellcheck disable=SC2086
 	ip netns exec "$NS_A" timeout 120 "$env" $server >"$logs/server" 2>&1 &
 	spid=$!
-	sleep 2
+	wait_for 30 cm_listening "$listen" ||
+		ktap_info "$name: the server does not listen on $listen after 30 s: $(rdma resource show cm_id 2>&1 | head -n 3)"
 	# shellcheck disable=SC2086
 	ip netns exec "$NS_B" timeout 120 "$env" $client >"$logs/client" 2>&1
 	crc=$?
@@ -70,6 +79,6 @@ type_points() {
 		"riostream -b $a -p @PORT@ -S 4096 -C 300" "riostream -s $a -p @PORT@ -S 4096 -C 300"
 }
 
-ktap_plan $((2 * points))
+ktap_plan $(($(fabric_types) * points))
 each_type "$points" type_points
 ktap_finish

@@ -73,5 +73,5 @@ check "a new incarnation: hellos and another connection id ($conn3)" \
 	test "$(sniff_field run3 "$ab" hello)" -ge 1 -a -n "$conn3" -a "$conn3" != - \
 	-a "$conn3" != "$conn1" -a "${conn3#*,}" = "$conn3"
 check "B's kernel log says the peer restarted" \
-	bash -c "dmesg | grep -q 'peer $FABRIC_IP_A restarted'"
+	bash -c "dmesg | grep -q ': $RDMA_B: peer $FABRIC_IP_A restarted'"
 ktap_finish

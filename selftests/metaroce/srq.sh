@@ -64,6 +64,6 @@ type_points() {
 		"$logs" -q 8 -s 65536 -n 50 -e
 }
 
-ktap_plan $((2 * per_type))
+ktap_plan $(($(fabric_types) * per_type))
 each_type "$per_type" type_points
 ktap_finish

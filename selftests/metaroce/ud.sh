@@ -49,6 +49,6 @@ type_points() {
 	pingpong_pair ibv_ud_pingpong "$1: ibv_ud_pingpong 512 bytes with completion events (-e)" "$logs" -s 512 -n 200 -e
 }
 
-ktap_plan $((2 * per_type))
+ktap_plan $(($(fabric_types) * per_type))
 each_type "$per_type" type_points
 ktap_finish

@@ -45,6 +45,6 @@ type_points() {
 	check_tool_points "$1" "$limits" "$logs"
 }
 
-ktap_plan $((2 * per_type))
+ktap_plan $(($(fabric_types) * per_type))
 each_type "$per_type" type_points
 ktap_finish
