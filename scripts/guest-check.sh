@@ -31,18 +31,35 @@ fi
 timeout_s=$(sed -n 's/^timeout=//p' "$tests_dir/settings")
 progs=$(sed -n 's/^TEST_PROGS := //p' "$tests_dir/Makefile")
 # Tests that change what every other test sees (selftests/metaroce/run_alone)
-# run by themselves; the others run METAROCE_LANES at a time, in the
-# Makefile's order, each in its own namespaces with its own devices. Most of
-# a test's time is waiting (on the peer, on timers), so two lanes use the
-# two vCPUs better than one.
+# run by themselves; the others run METAROCE_LANES at a time (default 2), in
+# the Makefile's order, each in its own namespaces with its own devices. The
+# emulated CPUs are the limit, so two lanes gain only the time tests spend
+# waiting (about 10% in one measurement, Documentation/testing.md).
 lanes=${METAROCE_LANES:-2}
-alone=$(sed -n 's/^\([a-z_]*\.sh\)\b.*/\1/p' "$tests_dir/run_alone" 2>/dev/null)
+[[ "$lanes" =~ ^[1-9][0-9]*$ ]] || {
+	echo "# METAROCE_LANES=$lanes is not a positive number: one lane"
+	lanes=1
+}
+# The first word of each line that is not a comment (as
+# scripts/tests/test_selftest_lanes.py reads it). Without the list, every
+# test runs alone.
+if [ -r "$tests_dir/run_alone" ]; then
+	alone=$(awk '!/^#/ && NF { print $1 }' "$tests_dir/run_alone")
+else
+	echo "# $tests_dir/run_alone is missing: every test runs alone"
+	lanes=1
+	alone=
+fi
 run_one() {
-	local t=$1 t0=$SECONDS
+	local t=$1 t0=$SECONDS rc
 	echo "# running $t"
+	# The kernel log says which tests ran when (a splat names its test).
+	echo "metaroce-selftest: start $t" >/dev/kmsg 2>/dev/null
 	METAROCE_KO="$ko" RXE_KO="$rxe" timeout "${timeout_s:-300}" \
 		"$tests_dir/$t" >"$out/$t.tap" 2>"$out/$t.err"
-	echo $? >"$out/$t.rc"
+	rc=$?
+	echo "$rc" >"$out/$t.rc"
+	echo "metaroce-selftest: end $t rc=$rc" >/dev/kmsg 2>/dev/null
 	echo "# $t took $((SECONDS - t0)) s"
 	echo "$t $((SECONDS - t0))" >>"$out/times.txt"
 }
@@ -51,7 +68,7 @@ run_one() {
 running=0
 for t in $progs; do
 	echo "$t" >>"$out/tests.list"
-	if grep -qx "$t" <<<"$alone"; then
+	if [ "$lanes" = 1 ] || grep -Fqx "$t" <<<"$alone"; then
 		wait
 		running=0
 		run_one "$t"

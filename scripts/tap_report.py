@@ -25,6 +25,24 @@ TAP_LINE = re.compile(r"^\s*(not )?ok \d+ (.*?)\s*$")
 DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
+SELFTEST_MARK = re.compile(r"metaroce-selftest: (start|end) (\S+)")
+
+
+def running_tests(lines):
+    """The selftests started and not ended in LINES (kernel log lines, with
+    the marks scripts/guest-check.sh writes), in the order they started."""
+    running = []
+    for line in lines:
+        m = SELFTEST_MARK.search(line)
+        if not m:
+            continue
+        if m.group(1) == "start":
+            running.append(m.group(2))
+        elif m.group(2) in running:
+            running.remove(m.group(2))
+    return running
+
+
 class Report:
     def __init__(self):
         self.n = 0
@@ -187,8 +205,13 @@ def guest(rep, guest, no_kunit=None):
     else:
         idx = dmesg.splitlines()
         first = idx.index(bad[0]) if bad else 0
+        diag = []
+        if bad:
+            running = running_tests(idx[:first])
+            diag.append("selftests running then: " + (", ".join(running) or "none"))
+            diag += idx[first:first + 40]
         rep.point(not bad, "vm: kernel log is clean (no WARN/BUG/KASAN/lockdep/leak)",
-                  diag=idx[first:first + 40] if bad else ())
+                  diag=diag)
 
 
 def main():

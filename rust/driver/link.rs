@@ -5,6 +5,7 @@
 
 use super::{
     device::{node_guid, MetaroceDevice},
+    state::DevName,
     Driver,
 };
 use crate::abstractions::{
@@ -18,10 +19,11 @@ impl LinkOps for Driver {
     const TYPE: &'static CStr = c"metaroce";
 
     fn newlink(&self, name: &CStr, ndev: &NetDevice) -> Result {
-        let name_str = name.to_str().unwrap_or("?");
+        let name_str = DevName(name.to_bytes());
         let Some(mac) = ndev.mac() else {
             pr_err!(
-                "{name_str}: ifindex {} has no Ethernet address; MetaRoCE needs one\n",
+                "{}: ifindex {} has no Ethernet address; MetaRoCE needs one\n",
+                name_str,
                 ndev.ifindex()
             );
             return Err(EINVAL);
@@ -29,7 +31,8 @@ impl LinkOps for Driver {
         let data =
             MetaroceDevice::new(name, ndev, &self.ports, &self.debugfs).inspect_err(|e| {
                 pr_err!(
-                    "{name_str}: not created (UDP port {}): {e:?}\n",
+                    "{}: not created (UDP port {}): {e:?}\n",
+                    name_str,
                     crate::transport::framing::UDP_PORT
                 );
             })?;
@@ -38,16 +41,19 @@ impl LinkOps for Driver {
             .add(name, ndev, node_guid(mac), Ok::<_, Error>(data))
         {
             Ok(()) => {
-                pr_info!("{name_str}: created on ifindex {}\n", ndev.ifindex());
+                pr_info!("{}: created on ifindex {}\n", name_str, ndev.ifindex());
                 Ok(())
             }
             Err(e) => {
                 match e {
                     AddError::NetdevBusy => pr_err!(
-                        "{name_str}: not created: ifindex {} already has a MetaRoCE device\n",
+                        "{}: not created: ifindex {} already has a MetaRoCE device\n",
+                        name_str,
                         ndev.ifindex()
                     ),
-                    AddError::NameTaken => pr_err!("{name_str}: not created: the name is taken\n"),
+                    AddError::NameTaken => {
+                        pr_err!("{}: not created: the name is taken\n", name_str)
+                    }
                     AddError::Other(_) => {}
                 }
                 Err(e.into())

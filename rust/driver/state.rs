@@ -90,14 +90,14 @@ pub(crate) struct DevName<'a>(pub(crate) &'a [u8]);
 impl core::fmt::Display for DevName<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         use core::fmt::Write;
-        // RDMA device names are printable ASCII; anything else shows as '?'.
+        // The name comes from user space (`rdma link add`): a byte that
+        // does not print shows as an escape, so no two names look alike.
         for &b in self.0 {
-            let c = if b.is_ascii_graphic() {
-                char::from(b)
+            if b.is_ascii_graphic() && b != b'\\' {
+                f.write_char(char::from(b))?;
             } else {
-                '?'
-            };
-            f.write_char(c)?;
+                write!(f, "\\x{b:02x}")?;
+            }
         }
         Ok(())
     }
@@ -566,8 +566,9 @@ mod tests {
     fn device_names_print_as_made() -> Result {
         let dev = Shared::new(c"mr\x01A 7", 1024, None, 0)?;
         let shown = kernel::str::CString::try_from_fmt(fmt!("{}", dev.name()))?;
-        // What the kernel log and telemetry show: printable bytes only.
-        assert_eq!(shown.to_bytes(), b"mr?A?7");
+        // What the kernel log and telemetry show: printable bytes, and
+        // escapes that cannot be taken for them.
+        assert_eq!(shown.to_bytes(), b"mr\\x01A\\x207");
         Ok(())
     }
 

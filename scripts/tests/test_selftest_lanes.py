@@ -14,12 +14,15 @@ TESTS = os.path.join(os.path.dirname(__file__), "..", "..", "selftests", "metaro
 
 # What makes a test unfit to run beside another one.
 GLOBAL = [
-    (re.compile(r"\brmmod\s+metaroce\b(?!_)"), "unloads metaroce"),
+    (re.compile(r"\brmmod\s+\"?(metaroce|rdma_rxe)\b\"?(?!_)"), "unloads a module"),
+    (re.compile(r"\bmodprobe\s+-r\b"), "unloads a module"),
     (re.compile(r"\binsmod\s+\"?\$METAROCE_KO"), "loads metaroce"),
-    (re.compile(r"\blink\s+add\s+[A-Za-z][A-Za-z0-9_]*\s+type\s+(metaroce|rxe)\b"),
+    (re.compile(r"\blink\s+add\s+\"?[A-Za-z][A-Za-z0-9_]*\"?\s+type\s+(metaroce|rxe)\b"),
      "creates an RDMA device with a fixed name"),
     (re.compile(r"ls\s+/sys/class/infiniband\b"), "counts every RDMA device"),
     (re.compile(r"\brdma\s+link\s+show\s*(2>|\)|$)"), "lists every RDMA link"),
+    (re.compile(r"/sys/kernel/(debug/)?tracing\b"), "uses the kernel's one trace buffer"),
+    (re.compile(r"^(?!.*netns exec).*\bsysctl\s+-\w*w"), "changes a sysctl of every namespace"),
 ]
 
 
@@ -32,12 +35,14 @@ def test_progs():
 
 
 def run_alone():
+    """The names in run_alone, read as scripts/guest-check.sh reads them
+    (awk '!/^#/ && NF { print $1 }')."""
     names = []
     with open(os.path.join(TESTS, "run_alone")) as f:
         for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                names.append(line.split()[0])
+            if line.startswith("#") or not line.split():
+                continue
+            names.append(line.split()[0])
     return names
 
 
@@ -70,13 +75,16 @@ class Lanes(unittest.TestCase):
 
     def test_the_checker_finds_each_kind(self):
         # The patterns must catch what they are for, and not the usual forms.
-        for text in ["rmmod metaroce", 'insmod "$METAROCE_KO" paths=1',
+        for text in ["rmmod metaroce", 'rmmod "metaroce"', "rmmod rdma_rxe", "modprobe -r rdma_rxe",
+                     'insmod "$METAROCE_KO" paths=1', "tr=/sys/kernel/tracing",
+                     "sysctl -qw net.core.rmem_max=1", 'rdma link add "mrt0" type metaroce netdev v',
                      'rdma_in "$NS_A" link add mrt0 type metaroce netdev veth0',
                      "n=$(ls /sys/class/infiniband | wc -l)", "out=$(rdma link show 2>&1)"]:
             self.assertNotEqual(global_uses(text), [], text)
         for text in ["rmmod metaroce_kclient", 'rdma_in "$NS_A" link add "$RDMA_A" type metaroce',
                      "ip link add lossyB netns x type veth", "rdma link show $RDMA_A/1",
-                     "# rmmod metaroce in a comment"]:
+                     "# rmmod metaroce in a comment",
+                     'ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=1']:
             self.assertEqual(global_uses(text), [], text)
 
 

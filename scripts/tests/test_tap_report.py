@@ -68,6 +68,18 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("not ok", out)
 
+    def test_a_splat_names_the_tests_running_then(self):
+        dmesg = CLEAN_DMESG + (
+            "[ 60.0] metaroce-selftest: start ud.sh\n"
+            "[ 61.0] metaroce-selftest: start srq.sh\n"
+            "[ 62.0] metaroce-selftest: end ud.sh rc=0\n"
+            "[ 63.0] metaroce-selftest: start rdma_cm.sh\n"
+            "[ 64.0] BUG: KASAN: slab-out-of-bounds in f+0x1\n"
+            "[ 65.0] metaroce-selftest: end srq.sh rc=0\n")
+        rc, out = self.run_report(self.guest(dmesg=dmesg))
+        self.assertEqual(rc, 1)
+        self.assertIn("selftests running then: srq.sh, rdma_cm.sh", out)
+
     def test_kasan_lockdep_and_leak_fail(self):
         for line in ("BUG: KASAN: slab-use-after-free in f+0x1",
                      "WARNING: possible circular locking dependency detected",

@@ -27,14 +27,13 @@ runs=${ADVERSARY_RUNS:-4}
 STRANGER_A=10.77.0.13
 STRANGER_B=10.77.0.14
 
-ktap_plan $((runs + 6))
+ktap_plan $((runs + 7))
 dir=$(mktemp -d)
 ipids=()
 trap 'kill "${ipids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
 
 fabric_point metaroce
-mark="metaroce adversary.sh $$ start"
-echo "$mark" >/dev/kmsg
+kmsg_mark
 
 # Each side gets a second address: the stranger its injector also sends from.
 ip -n "$NS_A" addr add "$STRANGER_A/24" dev veth0
@@ -73,7 +72,8 @@ sent_all() {
 check "the injectors sent every kind of forgery, both ways" sent_all
 
 log=$dir/dmesg
-dmesg | sed -n "/$mark/,\$p" >"$log"
+check "the kernel log holds this run's lines (its start mark)" \
+	eval 'kmsg_since >"$log"'
 # Only this test's devices: other tests may run beside it.
 ours=": \\($RDMA_A\\|$RDMA_B\\): peer "
 check "no forged hello was taken for a peer restart" \
@@ -85,7 +85,7 @@ check "no peer went silent under injection" \
 A_DEV=$RDMA_A B_DEV=$RDMA_B
 cleanup_links "$RDMA_A" "$RDMA_B"
 RDMA_A= RDMA_B=
-dmesg | sed -n "/$mark/,\$p" >"$log"
+kmsg_since >"$log"
 grep "$ours" "$log" | while IFS= read -r l; do ktap_info "${l#*] }"; done
 dropped() { # DEVICE PEER: the drop count of DEVICE's connection to PEER
 	sed -n "s/.*: $1: peer $2: .* \([0-9][0-9]*\) dropped.*/\1/p" "$log" | tail -n 1

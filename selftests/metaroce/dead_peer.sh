@@ -36,6 +36,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
 
 fabric_point metaroce
+kmsg_mark
 
 gid_a=$(fabric_gid_index "$RDMA_A" "$FABRIC_IP_A")
 gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
@@ -96,5 +97,5 @@ kill "${pids[@]}" 2>/dev/null
 wait "${pids[@]}" 2>/dev/null
 pids=()
 check "the kernel log names the silent peer" \
-	bash -c "dmesg | grep -q ': $RDMA_A: peer $FABRIC_IP_B silent for'"
+	eval "kmsg_since | grep -q ': $RDMA_A: peer $FABRIC_IP_B silent for'"
 ktap_finish

@@ -113,6 +113,17 @@ netns_pair_down() {
 	true
 }
 
+# kmsg_mark: writes a line unique to this test run into the kernel log;
+# kmsg_since then prints the log from it on, and fails if it is gone (the
+# buffer wrapped): a check of "no such line" must not pass on nothing.
+kmsg_mark() {
+	KMSG_MARK="metaroce-selftest: mark $(basename "$0") $$ $RANDOM"
+	echo "$KMSG_MARK" >/dev/kmsg
+}
+kmsg_since() {
+	dmesg | awk -v m="$KMSG_MARK" 'index($0, m) { on = 1 } on { print } END { exit !on }'
+}
+
 # wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1))

@@ -348,13 +348,12 @@ rdma_cm_ready() {
 # (the reference), unless METAROCE_TYPES names fewer. `make check` boots its
 # debug kernel with METAROCE_TYPES=metaroce: rdma_rxe under KASAN tests no
 # code of ours, and `make check-stock` runs both types in one boot.
-FABRIC_TYPES=${METAROCE_TYPES:-metaroce rxe}
+read -ra __fabric_types <<<"${METAROCE_TYPES:-metaroce rxe}"
+FABRIC_TYPES="${__fabric_types[*]}"
 
 # fabric_types: how many types each_type runs.
 fabric_types() {
-	local t n=0
-	for t in $FABRIC_TYPES; do n=$((n + 1)); done
-	echo "$n"
+	echo "${#__fabric_types[@]}"
 }
 
 # rxe_compared: whether this run compares with rdma_rxe; if not, says so
@@ -372,7 +371,7 @@ rxe_compared() {
 each_type() {
 	local n=$1 fn=$2 type err
 	rxe_compared || :
-	for type in $FABRIC_TYPES; do
+	for type in "${__fabric_types[@]}"; do
 		if [ "$type" = rxe ] && ! rdma_type_load rxe; then
 			for _ in $(seq 1 "$n"); do
 				ktap_skip "rxe: point" "rdma_rxe is not available"

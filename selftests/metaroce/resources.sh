@@ -41,7 +41,7 @@ pids+=($!)
 # qp_line: A's QP of ibv_rc_pingpong once it is connected (has a peer)
 qp_line() {
 	rdma_in "$NS_A" resource show qp -dd 2>/dev/null |
-		grep "$RDMA_A" | grep "ibv_rc_pingpong" | grep "drv_peer $FABRIC_IP_B " >"$logs/qp"
+		grep -w "$RDMA_A" | grep "ibv_rc_pingpong" | grep "drv_peer $FABRIC_IP_B " >"$logs/qp"
 }
 if wait_for 30 qp_line; then
 	ktap_ok "rdma resource show qp -dd shows the QP's peer ($FABRIC_IP_B)"
@@ -67,8 +67,8 @@ check "it names its peer and queues, and not the connection id (any user may rea
 	bash -c "[ -z '$(attr drv_conn_id)' ] && [ -n '$(attr drv_peer)' ] && [ -n '$(attr drv_sq_queued)' ] && [ -n '$(attr drv_rq_posted)' ] && [ -n '$(attr drv_reads_out)' ]"
 
 # The server's CQ and MR (the tool's lines name the owning program).
-rdma_in "$NS_A" resource show cq -dd 2>&1 | grep "$RDMA_A" | grep ibv_rc_pingpong >"$logs/cq"
-rdma_in "$NS_A" resource show mr -dd 2>&1 | grep "$RDMA_A" | grep ibv_rc_pingpong >"$logs/mr"
+rdma_in "$NS_A" resource show cq -dd 2>&1 | grep -w "$RDMA_A" | grep ibv_rc_pingpong >"$logs/cq"
+rdma_in "$NS_A" resource show mr -dd 2>&1 | grep -w "$RDMA_A" | grep ibv_rc_pingpong >"$logs/mr"
 ktap_info "$(head -n 1 "$logs/cq")"
 ktap_info "$(head -n 1 "$logs/mr")"
 check "its CQ (polled) is not armed and never overflowed" \

@@ -27,6 +27,7 @@ ktap_plan 12
 
 trap 'rdma_fabric_down' EXIT
 fabric_point metaroce
+kmsg_mark
 
 ab="$FABRIC_IP_A>$FABRIC_IP_B"
 ba="$FABRIC_IP_B>$FABRIC_IP_A"
@@ -73,5 +74,5 @@ check "a new incarnation: hellos and another connection id ($conn3)" \
 	test "$(sniff_field run3 "$ab" hello)" -ge 1 -a -n "$conn3" -a "$conn3" != - \
 	-a "$conn3" != "$conn1" -a "${conn3#*,}" = "$conn3"
 check "B's kernel log says the peer restarted" \
-	bash -c "dmesg | grep -q ': $RDMA_B: peer $FABRIC_IP_A restarted'"
+	eval "kmsg_since | grep -q ': $RDMA_B: peer $FABRIC_IP_A restarted'"
 ktap_finish

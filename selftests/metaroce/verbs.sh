@@ -29,12 +29,12 @@ fabric_point metaroce
 ip netns exec "$NS_A" "$env" ibv_devinfo -d "$RDMA_A" >"$logs/devinfo" 2>&1
 grep -E "hca_id|transport|state|active_mtu|vendor_id" "$logs/devinfo" | while read -r l; do ktap_info "$l"; done
 check "ibv_devinfo shows $RDMA_A through the MetaRoCE provider" \
-	grep -q "hca_id:.*$RDMA_A" "$logs/devinfo"
+	grep -Eqw "hca_id:[[:space:]]+$RDMA_A" "$logs/devinfo"
 # Verbs programs and test suites read it; rdma_rxe reports the same value.
 check "it reports a vendor id (0xffffff: no IEEE OUI, as software devices do)" \
 	grep -Eq "vendor_id:[[:space:]]+0xffffff$" "$logs/devinfo"
 ip netns exec "$NS_B" "$env" ibv_devices >"$logs/devices" 2>&1
-check "ibv_devices lists $RDMA_B" grep -q "$RDMA_B" "$logs/devices"
+check "ibv_devices lists $RDMA_B" grep -qw "$RDMA_B" "$logs/devices"
 
 pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 1 byte" "$logs" -s 1 -n 100
 pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong 4 KiB" "$logs" -s 4096 -n 500

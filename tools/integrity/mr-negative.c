@@ -154,14 +154,15 @@
  *                              one SGE or one inline byte more than granted,
  *                              and an aborted one fail or post nothing:
  *                              no completion, no byte
- *  28 zero_length_skips_rkey   an RDMA Write with Immediate and an RDMA
- *                              Read of 0 bytes, both naming address 0 under
- *                              a key that is no region's: both succeed (a
- *                              zero-length operation's key and address are
- *                              not validated, IBA C9-88; rsockets sends
- *                              its credit updates so), the Write's receive
- *                              completes with its immediate and 0 bytes,
- *                              nothing of the server's changes
+ *  28 zero_length_skips_rkey   an RDMA Write with Immediate, an RDMA Write
+ *                              and an RDMA Read of 0 bytes, all naming
+ *                              address 0 under a key that is no region's:
+ *                              all succeed (a zero-length operation's key
+ *                              and address are not validated, IBA C9-88;
+ *                              rsockets sends its credit updates so), the
+ *                              Write with Immediate's receive completes
+ *                              with its immediate and 0 bytes, nothing of
+ *                              the server's changes
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -2190,14 +2191,27 @@ static void client_act(struct cs *s)
 			       IBV_WC_SUCCESS, -1);
 		if (st != IBV_WC_SUCCESS)
 			break;
-		rc = post_send1(s->qp, 0x11, IBV_WR_RDMA_READ, NULL, 0, 0, 0,
-				0xdeadbeef, NULL);
-		if (rc) {
-			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
-			break;
+		/* then a plain Write and a Read, each of 0 bytes */
+		static const struct {
+			uint64_t id;
+			enum ibv_wr_opcode op;
+			const char *what;
+		} zero[] = {
+			{ 0x12, IBV_WR_RDMA_WRITE, "RDMA Write of 0 bytes" },
+			{ 0x11, IBV_WR_RDMA_READ, "RDMA Read of 0 bytes" },
+		};
+
+		for (size_t i = 0; i < 2 && st == IBV_WC_SUCCESS; i++) {
+			rc = post_send1(s->qp, zero[i].id, zero[i].op, NULL, 0,
+					0, 0, 0xdeadbeef, NULL);
+			if (rc) {
+				vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+				st = -1;
+				break;
+			}
+			st = expect_wc(s, zero[i].id, zero[i].what,
+				       IBV_WC_SUCCESS, -1);
 		}
-		st = expect_wc(s, 0x11, "RDMA Read of 0 bytes", IBV_WC_SUCCESS,
-			       -1);
 		break;
 	}
 	case C_WRITE_IMM_NO_RECV:
