@@ -6,6 +6,7 @@
 mod counters;
 mod cq;
 pub(crate) mod device;
+mod frmr;
 pub(crate) mod link;
 mod mr;
 mod peer;

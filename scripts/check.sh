@@ -74,6 +74,7 @@ METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-4200} \
 "$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
 	"METAROCE_RDMA_PREFIX=$METAROCE_RDMA_PREFIX" \
 	"METAROCE_TYPES=$types" "METAROCE_LANES=${METAROCE_LANES:-2}" \
+	"METAROCE_KDIR=$kdir" \
 	"$TOP/scripts/guest-check.sh" "$out/guest" "$TOP/metaroce.ko" "$rxe_ko" \
 	>"$out/vm.log" 2>&1
 vm_rc=$?

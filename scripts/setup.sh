@@ -50,6 +50,8 @@ BOOKWORM_PKGS=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	rdma-core ibverbs-utils ibverbs-providers rdmacm-utils libibverbs-dev
 	librdmacm-dev perftest iproute2 iperf3 ethtool busybox-static procps
+	# NVMe over Fabrics, the kernel consumer of selftests/metaroce/nvme_rdma.sh
+	nvme-cli
 	# the dissector's tests (tools/dissector, counters.sh)
 	tshark
 	# rdma-core 65.0 from source (scripts/build-rdma-core.sh)

@@ -147,6 +147,12 @@ impl<T: DeviceOps> Adapter<T> {
                 // `modify_srq` with IB_SRQ_MAX_WR resizes.
                 attr.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
             }
+            if a.max_fast_reg_pages > 0 {
+                // `alloc_mr`, `map_mr_sg`, REG_MR, LOCAL_INV, SEND_WITH_INV.
+                attr.device_cap_flags |=
+                    bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+                attr.max_fast_reg_page_list_len = a.max_fast_reg_pages;
+            }
             attr.max_qp_rd_atom = a.max_rd_atom;
             attr.max_qp_init_rd_atom = a.max_rd_atom;
             attr.max_res_rd_atom = a.max_rd_atom * a.max_qp;

@@ -121,6 +121,21 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
         access: Access,
         mem: KernelMemory,
     ) -> Result<(Self::Mr, MrKeys)>;
+    /// A free fast-registration region of domain `pd` for a kernel
+    /// consumer (`ib_alloc_mr`), with room for `max_pages` pages; its pages
+    /// are kernel memory, read and written with `mem`.
+    fn alloc_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        max_pages: u32,
+        mem: KernelMemory,
+    ) -> Result<(Self::Mr, MrKeys)>;
+    /// Stages the page list of a region made by [`Self::alloc_mr`]
+    /// (`ib_map_mr_sg`): the kernel addresses of `page_size`-byte pages,
+    /// the region's bytes starting `first` bytes into the first and running
+    /// for `len`. A REG_MR work request registers it. May be called in
+    /// atomic context.
+    fn map_mr_sg(mr: &Self::Mr, pages: &[u64], page_size: u64, first: u64, len: u64) -> Result;
     /// Changes a user memory region in place (`ibv_rereg_mr`; the core has
     /// checked the flags and `access`, and lets no other rereg or dereg of
     /// it run meanwhile): each of its domain, its rights and its

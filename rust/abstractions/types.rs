@@ -155,6 +155,9 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_srq: i32,
     pub(crate) max_srq_wr: i32,
     pub(crate) max_srq_sge: i32,
+    /// Most pages of a fast registration (`alloc_mr`, REG_MR); 0: the
+    /// memory management extensions are not offered.
+    pub(crate) max_fast_reg_pages: u32,
 }
 
 /// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
@@ -235,6 +238,10 @@ pub(crate) enum WcOpcode {
     Recv,
     /// A receive consumed by RDMA Write with Immediate.
     RecvRdmaWithImm,
+    /// A fast registration (REG_MR work request).
+    RegMr,
+    /// A local invalidation.
+    LocalInv,
 }
 
 /// The status of a completion (`enum ib_wc_status`).
@@ -256,6 +263,9 @@ pub(crate) enum WcStatus {
     RemOpErr,
     /// The peer stopped answering or came back as a new incarnation.
     RetryExcErr,
+    /// A local operation (fast registration, invalidation) was not
+    /// possible in the region's state or with its arguments.
+    LocQpOpErr,
 }
 
 /// A work completion.
@@ -277,6 +287,8 @@ pub(crate) struct Wc {
     pub(crate) src_qp: u32,
     /// The receive buffer starts with a GRH (UD receives).
     pub(crate) grh: bool,
+    /// The key a Send with Invalidate invalidated (receives).
+    pub(crate) invalidated: Option<u32>,
 }
 
 /// Access rights of a memory region or QP (`enum ib_access_flags`).
@@ -346,6 +358,28 @@ pub(crate) enum SendOp {
     },
     /// Fetch-and-add on the 8 bytes at `addr`.
     FetchAdd { addr: u64, rkey: u32, add: u64 },
+    /// Send with Invalidate: the peer invalidates its key `rkey` when
+    /// the receive completes.
+    SendInv { rkey: u32 },
+    /// Fast registration (kernel QPs only): region `key`'s block takes the
+    /// page list last mapped into it (`map_mr_sg`), addressed from `iova`
+    /// for `length` bytes, with `access` rights, under key `key`.
+    RegMr {
+        key: u32,
+        access: Access,
+        iova: u64,
+        length: u64,
+    },
+    /// Local invalidation of key `key` (kernel QPs only).
+    LocalInv { key: u32 },
+}
+
+impl SendOp {
+    /// Whether it is carried out by the QP itself, touching no peer
+    /// (fast registration and local invalidation).
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self, Self::RegMr { .. } | Self::LocalInv { .. })
+    }
 }
 
 /// A send work request (`struct ib_send_wr` and the structures around it).

@@ -22,7 +22,10 @@ use super::{
     },
 };
 use crate::new_spinlock_bh;
-use core::ops::Deref;
+use core::{
+    ops::Deref,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{
     error::{code::*, from_result},
     ffi::{c_int, c_uint},
@@ -93,7 +96,48 @@ pub(crate) struct CqData<D> {
 }
 
 /// A memory region the driver allocated: the core's `ib_mr` and the data.
-pub(crate) type MrObj<T> = Obj<bindings::ib_mr, <T as DeviceOps>::Mr>;
+pub(crate) type MrObj<T> = Obj<bindings::ib_mr, MrData<<T as DeviceOps>::Mr>>;
+
+/// Driver data of a memory region, with the page list `map_mr_sg` builds
+/// (fast registrations; empty otherwise).
+pub(crate) struct MrData<D> {
+    stage: Stage,
+    data: D,
+}
+
+impl<D> Deref for MrData<D> {
+    type Target = D;
+
+    fn deref(&self) -> &D {
+        &self.data
+    }
+}
+
+/// The pages `ib_sg_to_pages` hands to `set_page` during one `map_mr_sg`.
+///
+/// # Invariants
+///
+/// `pages` is only accessed by the holder of `busy` (set by `map_mr_sg`
+/// for its whole run, `set_page` included), and its capacity, reserved at
+/// `alloc_mr`, is never exceeded (no allocation in atomic context).
+struct Stage {
+    busy: AtomicBool,
+    pages: core::cell::UnsafeCell<KVec<u64>>,
+}
+
+// SAFETY: `pages` is accessed only under `busy` (type invariant).
+unsafe impl Sync for Stage {}
+// SAFETY: A `KVec<u64>` may move between threads.
+unsafe impl Send for Stage {}
+
+impl Stage {
+    fn new(max: usize) -> Result<Self> {
+        Ok(Self {
+            busy: AtomicBool::new(false),
+            pages: core::cell::UnsafeCell::new(KVec::with_capacity(max, GFP_KERNEL)?),
+        })
+    }
+}
 
 /// The operations of the verbs objects, filled into `ib_device_ops`.
 pub(crate) struct VerbsAdapter<T: DeviceOps>(core::marker::PhantomData<T>);
@@ -141,6 +185,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.reg_user_mr = Some(Self::reg_user_mr);
         ops.get_dma_mr = Some(Self::get_dma_mr);
         ops.rereg_user_mr = Some(Self::rereg_user_mr);
+        ops.alloc_mr = Some(Self::alloc_mr);
+        ops.map_mr_sg = Some(Self::map_mr_sg);
         ops.dereg_mr = Some(Self::dereg_mr);
         ops.create_srq = Some(Self::create_srq);
         ops.modify_srq = Some(Self::modify_srq);
@@ -346,7 +392,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             let dev = unsafe { Self::dev(ibdev) };
             let umem = Umem::pin_user(ibdev, start, length, access)?;
             let (data, keys) = T::reg_user_mr(dev, pd_data, umem, iova, Access(access as u32))?;
-            Self::new_mr(data, keys, iova, length)
+            Self::new_mr(data, keys, iova, length, 0)
         })();
         match r {
             Ok(p) => p,
@@ -355,14 +401,33 @@ impl<T: DeviceOps> VerbsAdapter<T> {
     }
 
     /// The core's `ib_mr` around a new region's data.
-    fn new_mr(data: T::Mr, keys: MrKeys, iova: u64, length: u64) -> Result<*mut bindings::ib_mr> {
-        let obj = KBox::new(
+    fn new_mr(
+        data: T::Mr,
+        keys: MrKeys,
+        iova: u64,
+        length: u64,
+        max_pages: usize,
+    ) -> Result<*mut bindings::ib_mr> {
+        // Everything that may fail first: the region is deregistered if
+        // it cannot be handed to the core (it would stay in the driver's
+        // table, its pages pinned, until the device went).
+        let (stage, uninit) = match (
+            Stage::new(max_pages),
+            KBox::<MrObj<T>>::new_uninit(GFP_KERNEL),
+        ) {
+            (Ok(s), Ok(b)) => (s, b),
+            _ => {
+                T::dereg_mr(&data);
+                return Err(ENOMEM);
+            }
+        };
+        let obj = KBox::write(
+            uninit,
             Obj {
                 ib: Opaque::new(bindings::ib_mr::default()),
-                data,
+                data: MrData { stage, data },
             },
-            GFP_KERNEL,
-        )?;
+        );
         let raw = KBox::into_raw(obj);
         let ib = raw.cast::<bindings::ib_mr>();
         // SAFETY: `ib` is the fresh `ib_mr` at the start of `raw`; the core
@@ -395,11 +460,102 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // consumers) only; uverbs has no command for it.
             let (data, keys) =
                 T::get_dma_mr(dev, pd_data, Access(access as u32), KernelMemory(()))?;
-            Self::new_mr(data, keys, 0, u64::MAX)
+            Self::new_mr(data, keys, 0, u64::MAX, 0)
         })();
         match r {
             Ok(p) => p,
             Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// A fast-registration region (`ib_alloc_mr`, kernel consumers only:
+    /// uverbs has no command for it).
+    unsafe extern "C" fn alloc_mr(
+        pd: *mut bindings::ib_pd,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+    ) -> *mut bindings::ib_mr {
+        let r = (|| -> Result<*mut bindings::ib_mr> {
+            if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+                return Err(EINVAL);
+            }
+            // SAFETY: The core passes a PD of a device with this table.
+            let (ibdev, pd_data) = unsafe {
+                (
+                    (*pd).device,
+                    &Obj::<bindings::ib_pd, T::Pd>::from_raw(pd).data,
+                )
+            };
+            // SAFETY: As above.
+            let dev = unsafe { Self::dev(ibdev) };
+            // INVARIANT: only kernel consumers reach `alloc_mr`; the pages
+            // they map are kernel memory they keep while it is registered.
+            let (data, keys) = T::alloc_mr(dev, pd_data, max_num_sg, KernelMemory(()))?;
+            Self::new_mr(data, keys, 0, 0, max_num_sg as usize)
+        })();
+        match r {
+            Ok(p) => p,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// `ib_map_mr_sg`: the pages of a DMA-mapped scatterlist (kernel
+    /// addresses: the device uses virtual DMA) staged for the next REG_MR.
+    unsafe extern "C" fn map_mr_sg(
+        mr: *mut bindings::ib_mr,
+        sg: *mut bindings::scatterlist,
+        sg_nents: c_int,
+        sg_offset: *mut c_uint,
+    ) -> c_int {
+        // SAFETY: The core passes a region of this device made by
+        // `alloc_mr` (only those are mapped), live for the call.
+        let obj = unsafe { MrObj::<T>::from_raw(mr) };
+        let stage = &obj.data.stage;
+        if stage.busy.swap(true, Ordering::Acquire) {
+            // A consumer mapping one region twice at once.
+            return EBUSY.to_errno();
+        }
+        // SAFETY: We hold `busy` (type invariant of `Stage`).
+        unsafe { (*stage.pages.get()).clear() };
+        // SAFETY: `mr` is live with `page_size` set by `ib_map_mr_sg`; the
+        // scatterlist is the caller's; `set_page` is called synchronously
+        // and finds the stage through `mr` while we hold `busy`.
+        let n =
+            unsafe { bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page)) };
+        let r = if n < 0 {
+            n
+        } else {
+            // SAFETY: `ib_sg_to_pages` set `iova` and `length`; the core
+            // set `page_size` (a power of two) before calling us.
+            let (iova, length, page_size) =
+                unsafe { ((*mr).iova, (*mr).length, u64::from((*mr).page_size)) };
+            // SAFETY: We hold `busy`.
+            let pages = unsafe { &*stage.pages.get() };
+            let first = iova & page_size.wrapping_sub(1);
+            match T::map_mr_sg(&obj.data.data, pages, page_size, first, length) {
+                Ok(()) => n,
+                Err(e) => e.to_errno(),
+            }
+        };
+        stage.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Called by `ib_sg_to_pages` for each page of a `map_mr_sg`.
+    unsafe extern "C" fn set_page(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+        // SAFETY: Only `map_mr_sg` passes this function, for its live region.
+        let obj = unsafe { MrObj::<T>::from_raw(mr) };
+        // SAFETY: `map_mr_sg` holds `busy` while `ib_sg_to_pages` runs.
+        let pages = unsafe { &mut *obj.data.stage.pages.get() };
+        if pages.len() >= pages.capacity() {
+            // More pages than the region was made for: the mapping stops
+            // here and `map_mr_sg` reports fewer elements mapped.
+            return ENOMEM.to_errno();
+        }
+        // Within the capacity (INVARIANT): this does not allocate.
+        match pages.push(addr, GFP_ATOMIC) {
+            Ok(()) => 0,
+            Err(_) => ENOMEM.to_errno(),
         }
     }
 
@@ -424,7 +580,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // table (made by `reg_user_mr`; the core refuses device-memory
             // regions) and keeps it alive for the call; its data is only
             // read (a key and the device, never changed).
-            let (ibdev, data) = unsafe { ((*mr).device, &MrObj::<T>::from_raw(mr).data) };
+            let (ibdev, data) = unsafe { ((*mr).device, &MrObj::<T>::from_raw(mr).data.data) };
             // SAFETY: As above.
             let dev = unsafe { Self::dev(ibdev) };
             let pd = if has(bindings::ib_mr_rereg_flags_IB_MR_REREG_PD) {
@@ -456,7 +612,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         let obj = mr.cast::<MrObj<T>>();
         // SAFETY: Allocated by `reg_user_mr` with `KBox`; the core deregisters once.
         let obj = unsafe { KBox::from_raw(obj) };
-        T::dereg_mr(&obj.data);
+        T::dereg_mr(&obj.data.data);
         drop(obj);
         0
     }
@@ -719,19 +875,21 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         wr: *const bindings::ib_send_wr,
         bad: *mut *const bindings::ib_send_wr,
     ) -> c_int {
-        // SAFETY: Initialised by `create_qp`; its type and PD are set.
-        let (obj, ud, pd) = unsafe {
+        // SAFETY: Initialised by `create_qp`; its type, PD, device and
+        // user object (null for a kernel consumer's QP) are set.
+        let (obj, ud, pd, kernel) = unsafe {
             (
                 Obj::<bindings::ib_qp, T::Qp>::from_raw(qp),
                 QpType::from_raw((*qp).qp_type).is_some_and(QpType::datagram),
                 (*qp).pd,
+                (*qp).uobject.is_null().then_some((*qp).device),
             )
         };
         let mut cur = wr;
         while !cur.is_null() {
             // SAFETY: The chain is valid (the core or the ULP built it); on
             // a UD QP its requests are `ib_ud_wr`s.
-            let r = unsafe { convert_send(cur, ud.then_some(pd)) }
+            let r = unsafe { convert_send(cur, ud.then_some(pd), kernel) }
                 .and_then(|w| T::post_send(&obj.data, &w));
             if let Err(e) = r {
                 // SAFETY: `bad` is valid for writes.
@@ -922,11 +1080,15 @@ fn ipv4_mapped(gid: &[u8; 16]) -> Option<[u8; 4]> {
 /// # Safety
 ///
 /// `wr` must be a valid send work request, inside the larger structure its
-/// opcode implies (`ib_rdma_wr`, `ib_atomic_wr`), or inside an `ib_ud_wr`
-/// when `ud_pd` is given (the request is for a UD QP of that PD).
+/// opcode implies (`ib_rdma_wr`, `ib_atomic_wr`, and from a kernel
+/// consumer `ib_reg_wr`), or inside an `ib_ud_wr` when `ud_pd` is given
+/// (the request is for a UD QP of that PD). `kernel` is the QP's device if
+/// a kernel consumer posts it: uverbs passes a user's REG_MR opcode in a
+/// plain `ib_send_wr`, so only a kernel consumer's is read as a REG_MR.
 unsafe fn convert_send(
     wr: *const bindings::ib_send_wr,
     ud_pd: Option<*mut bindings::ib_pd>,
+    kernel: Option<*mut bindings::ib_device>,
 ) -> Result<SendWr> {
     // SAFETY: Valid per the safety requirements.
     let w = unsafe { &*wr };
@@ -995,6 +1157,36 @@ unsafe fn convert_send(
                 add: a.compare_add,
             }
         }
+        bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => SendOp::SendInv {
+            // SAFETY: `invalidate_rkey` is the union member for this opcode.
+            rkey: unsafe { w.ex.invalidate_rkey },
+        },
+        bindings::ib_wr_opcode_IB_WR_LOCAL_INV if kernel.is_some() => SendOp::LocalInv {
+            // SAFETY: As above.
+            key: unsafe { w.ex.invalidate_rkey },
+        },
+        bindings::ib_wr_opcode_IB_WR_REG_MR if kernel.is_some() => {
+            // SAFETY: A kernel consumer's REG_MR comes inside an `ib_reg_wr`.
+            let r = unsafe { &*wr.cast::<bindings::ib_reg_wr>() };
+            if r.mr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: A non-null region given with a request is the
+            // consumer's, live for the call; only its device and the
+            // address and length `map_mr_sg` set (or it set since) are read.
+            let (dev, iova, length) = unsafe { ((*r.mr).device, (*r.mr).iova, (*r.mr).length) };
+            // A region of another device is not ours to register; the
+            // driver finds ours by the key's block and checks its domain.
+            if Some(dev) != kernel {
+                return Err(EINVAL);
+            }
+            SendOp::RegMr {
+                key: r.key,
+                access: Access(r.access as u32),
+                iova,
+                length,
+            }
+        }
         _ => return Err(EINVAL),
     };
     let flags = w.send_flags as u32;
@@ -1024,6 +1216,7 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
         WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
         WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
         WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+        WcStatus::LocQpOpErr => bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
     };
     w.opcode = match c.opcode {
         WcOpcode::Send => bindings::ib_wc_opcode_IB_WC_SEND,
@@ -1033,6 +1226,8 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
         WcOpcode::FetchAdd => bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
         WcOpcode::Recv => bindings::ib_wc_opcode_IB_WC_RECV,
         WcOpcode::RecvRdmaWithImm => bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+        WcOpcode::RegMr => bindings::ib_wc_opcode_IB_WC_REG_MR,
+        WcOpcode::LocalInv => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
     };
     w.byte_len = c.byte_len;
     w.qp = c.qp.0;
@@ -1045,6 +1240,10 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
     }
     if c.grh {
         w.wc_flags |= bindings::ib_wc_flags_IB_WC_GRH as c_int;
+    }
+    if let Some(key) = c.invalidated {
+        w.ex.invalidate_rkey = key;
+        w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int;
     }
     // No IB_WC_WITH_NETWORK_HDR_TYPE: it matters for UD and GSI only, and
     // uverbs copies `wc_flags` as they are, where bit 6 means

@@ -5,6 +5,7 @@
 use super::{
     counters::PORT_COUNTERS,
     cq::{Cq, MAX_CQE},
+    frmr::{FastMem, MAX_FAST_PAGES},
     mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
     qp::{unicast, Qp, MAX_QP_WR, MAX_SGE},
@@ -195,6 +196,7 @@ impl DeviceOps for MetaroceDevice {
             max_srq: Kind::Srq.max() as i32,
             max_srq_wr: MAX_SRQ_WR as i32,
             max_srq_sge: MAX_SGE as i32,
+            max_fast_reg_pages: MAX_FAST_PAGES as u32,
         })
     }
 
@@ -328,6 +330,29 @@ impl DeviceOps for MetaroceDevice {
             },
             keys,
         ))
+    }
+
+    fn alloc_mr(
+        dev: &Device<Self>,
+        pd: &Pd,
+        max_pages: u32,
+        mem: KernelMemory,
+    ) -> Result<(Mr, MrKeys)> {
+        let key = dev.shared.reg_fast(pd.id, FastMem::new(max_pages, mem)?)?;
+        Ok((
+            Mr {
+                key,
+                dev: dev.shared.clone(),
+            },
+            MrKeys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
+    }
+
+    fn map_mr_sg(mr: &Mr, pages: &[u64], page_size: u64, first: u64, len: u64) -> Result {
+        mr.dev.stage_fast(mr.key, pages, page_size, first, len)
     }
 
     fn rereg_user_mr(

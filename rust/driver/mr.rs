@@ -4,6 +4,7 @@
 //! (key, protection domain, rights, bounds), and scatter/gather over a work
 //! request's local buffers. Safe Rust only.
 
+use super::frmr::{block_of, is_fast_key, next_free_block, FastError, FastMem, FAST_KEY};
 use crate::abstractions::{
     memory::{KernelMemory, Umem},
     types::{Access, MrKeys, Sge},
@@ -21,6 +22,9 @@ pub(crate) enum Mem {
     /// All of kernel memory, for a kernel consumer's PD (local access only):
     /// the region starts at address 0, so an offset is an address.
     Kernel(KernelMemory),
+    /// A fast registration's kernel pages (frmr.rs), reachable only while
+    /// it is valid.
+    Fast(FastMem),
 }
 
 pub(super) struct MrEntry {
@@ -39,6 +43,7 @@ impl MrEntry {
         match &self.mem {
             Mem::User(u) => u.len(),
             Mem::Kernel(_) => u64::MAX,
+            Mem::Fast(f) => f.len(),
         }
     }
 
@@ -52,6 +57,7 @@ impl MrEntry {
         match &self.mem {
             Mem::User(u) => u.write(off, src),
             Mem::Kernel(k) => k.write(off, src),
+            Mem::Fast(f) => f.write(off, src),
         }
     }
 
@@ -60,6 +66,7 @@ impl MrEntry {
         match &self.mem {
             Mem::User(u) => u.read(off, dst),
             Mem::Kernel(k) => k.read(off, dst),
+            Mem::Fast(f) => f.read(off, dst),
         }
     }
 }
@@ -98,11 +105,13 @@ pub(crate) fn check_mr_access(access: Access) -> Result {
 /// The most regions a device holds (`max_mr` in `query_device`).
 pub(crate) const MAX_MRS: usize = 1 << 20;
 
-/// The next key after `last` that is not 0 and not in use (`used`).
+/// The next ordinary key after `last` that is not 0 and not in use
+/// (`used`). Ordinary keys have bit 31 clear: fast registrations' have it
+/// set (frmr.rs).
 pub(super) fn next_free_key(last: u32, used: impl Fn(u32) -> bool) -> u32 {
     let mut k = last;
     loop {
-        k = k.wrapping_add(1);
+        k = k.wrapping_add(1) & !FAST_KEY;
         if k != 0 && !used(k) {
             return k;
         }
@@ -111,12 +120,14 @@ pub(super) fn next_free_key(last: u32, used: impl Fn(u32) -> bool) -> u32 {
 
 /// A device's memory regions, by key. Keys count up from a random start and
 /// skip the live ones, so a key that was deregistered reaches no new region
-/// before 2^32 more registrations (a key used to be a slot number and an
-/// 8-bit count, which came back after 256).
+/// before 2^31 more registrations (a key used to be a slot number and an
+/// 8-bit count, which came back after 256). A fast registration is held
+/// under its block of keys (frmr.rs).
 pub(super) struct MrTable {
     mrs: RBTree<u32, MrEntry>,
     count: usize,
     last_key: u32,
+    last_block: u32,
 }
 
 impl MrTable {
@@ -124,12 +135,112 @@ impl MrTable {
         Self {
             mrs: RBTree::new(),
             count: 0,
-            last_key: first_key,
+            last_key: first_key & !FAST_KEY,
+            last_block: block_of(first_key << 8) | FAST_KEY,
         }
     }
 
+    /// The region key `key` reaches: a fast registration only while it is
+    /// valid under exactly that key.
     pub(super) fn mr(&self, key: u32) -> Option<&MrEntry> {
-        self.mrs.get(&key)
+        if !is_fast_key(key) {
+            return self.mrs.get(&key);
+        }
+        let e = self.mrs.get(&block_of(key))?;
+        match &e.mem {
+            Mem::Fast(f) if f.valid_as(key) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The fast registration of domain `pd` that owns `key`'s block.
+    fn fast_mut(&mut self, pd: PdId, key: u32) -> Result<&mut MrEntry, FastError> {
+        let e = self
+            .mrs
+            .get_mut(&block_of(key))
+            .filter(|e| e.pd == pd && is_fast_key(key))
+            .ok_or(FastError::NoRegion)?;
+        if !matches!(e.mem, Mem::Fast(_)) {
+            return Err(FastError::NoRegion);
+        }
+        Ok(e)
+    }
+
+    /// Adds a free fast registration of domain `pd` in `node` (the caller
+    /// checked [`Self::full`]); returns its block, which is also its
+    /// first key.
+    pub(super) fn reg_fast(
+        &mut self,
+        node: RBTreeNodeReservation<u32, MrEntry>,
+        pd: PdId,
+        mut mem: FastMem,
+    ) -> u32 {
+        let block = next_free_block(self.last_block, |k| self.mrs.get(&k).is_some());
+        self.last_block = block;
+        mem.set_key(block);
+        let entry = MrEntry {
+            pd,
+            access: Access(0),
+            iova: 0,
+            mem: Mem::Fast(mem),
+        };
+        self.mrs.insert(node.into_node(block, entry));
+        self.count += 1;
+        block
+    }
+
+    /// `map_mr_sg`: stages a page list in fast registration `block`.
+    pub(super) fn stage_fast(
+        &mut self,
+        block: u32,
+        addrs: &[u64],
+        page_size: u64,
+        first: u64,
+        len: u64,
+    ) -> Result {
+        match self.mrs.get_mut(&block).map(|e| &mut e.mem) {
+            Some(Mem::Fast(f)) => f.stage(addrs, page_size, first, len),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// REG_MR by a QP of domain `pd`: the region owning `key`'s block
+    /// becomes valid under `key`, with the staged pages, for `[iova, iova +
+    /// length)` and `access`.
+    pub(super) fn register_fast(
+        &mut self,
+        pd: PdId,
+        key: u32,
+        iova: u64,
+        length: u64,
+        access: Access,
+    ) -> Result<(), FastError> {
+        check_mr_access(access).map_err(|_| FastError::Access)?;
+        iova.checked_add(length).ok_or(FastError::Length)?;
+        let e = self.fast_mut(pd, key)?;
+        let Mem::Fast(f) = &mut e.mem else {
+            return Err(FastError::NoRegion);
+        };
+        f.register(key, length)?;
+        e.iova = iova;
+        e.access = access;
+        Ok(())
+    }
+
+    /// LOCAL_INV by a QP of domain `pd`, or a Send with Invalidate that
+    /// arrived at one: key `key` reaches nothing any more.
+    pub(super) fn invalidate(&mut self, pd: PdId, key: u32) -> Result<(), FastError> {
+        let e = self.fast_mut(pd, key)?;
+        let Mem::Fast(f) = &mut e.mem else {
+            return Err(FastError::NoRegion);
+        };
+        f.invalidate(key)
+    }
+
+    /// Whether [`Self::invalidate`] would succeed now.
+    pub(super) fn may_invalidate(&self, pd: PdId, key: u32) -> bool {
+        self.mr(key)
+            .is_some_and(|e| e.pd == pd && matches!(e.mem, Mem::Fast(_)))
     }
 
     /// The complete check of a remote access to `[addr, addr + len)` under
@@ -355,20 +466,90 @@ mod tests {
             assert_ne!(last, 0);
         }
         assert_eq!(last, first + 300);
-        // Zero and live keys are skipped, across the wrap.
+        // Zero and live keys are skipped, across the wrap; bit 31 is never
+        // set (it marks fast registrations' keys).
         assert_eq!(next_free_key(u32::MAX, |_| false), 1);
-        assert_eq!(next_free_key(u32::MAX - 1, |k| k == u32::MAX || k == 1), 2);
+        assert_eq!(next_free_key(0x7fff_fffe, |_| false), 0x7fff_ffff);
+        assert_eq!(
+            next_free_key(0x7fff_fffe, |k| k == 0x7fff_ffff || k == 1),
+            2
+        );
+    }
+
+    #[test]
+    fn fast_registrations_are_reached_only_while_valid() -> Result {
+        let mut buf = [0u8; 8192];
+        let a = buf.as_mut_ptr() as u64;
+        let mut t = MrTable::new(0x1234_5678);
+        let rw = Access(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        let fast = FastMem::new(2, KernelMemory::for_kunit())?;
+        let block = t.reg_fast(RBTreeNodeReservation::new(GFP_KERNEL)?, 7, fast);
+        assert!(is_fast_key(block) && block & 0xff == 0);
+        let key = block | 0x2a;
+        // Free: no key of its block reaches it.
+        assert!(t.mr(block).is_none() && t.mr(key).is_none());
+        t.stage_fast(block, &[a, a + 4096], 4096, 0, 8192)?;
+        // Another domain's QP may not register it; a page list longer than
+        // what was mapped is refused; rights that write remotely without
+        // local write are refused.
+        assert_eq!(
+            t.register_fast(8, key, 0x10_000, 8192, rw),
+            Err(FastError::NoRegion)
+        );
+        assert_eq!(
+            t.register_fast(7, key, 0x10_000, 8193, rw),
+            Err(FastError::Length)
+        );
+        let bad = Access(Access::REMOTE_WRITE);
+        assert_eq!(
+            t.register_fast(7, key, 0x10_000, 8192, bad),
+            Err(FastError::Access)
+        );
+        assert_eq!(t.register_fast(7, key, 0x10_000, 8192, rw), Ok(()));
+        // Valid under exactly that key, within its bounds, for its domain.
+        let (e, off) = t
+            .remote(7, rw, key, Access::REMOTE_WRITE, 0x10_000 + 4094, 4)
+            .map_err(|_| EINVAL)?;
+        e.write(off, b"edge")?;
+        assert_eq!(&buf[4094..4098], b"edge");
+        assert!(t
+            .remote(7, rw, block, Access::REMOTE_WRITE, 0x10_000, 1)
+            .is_err());
+        assert!(t
+            .remote(8, rw, key, Access::REMOTE_WRITE, 0x10_000, 1)
+            .is_err());
+        assert!(t
+            .remote(7, rw, key, Access::REMOTE_READ, 0x10_000, 1)
+            .is_err());
+        assert!(t
+            .remote(7, rw, key, Access::REMOTE_WRITE, 0x10_000 + 8190, 4)
+            .is_err());
+        assert!(t.may_invalidate(7, key) && !t.may_invalidate(8, key));
+        // Only a QP of its own domain may invalidate it.
+        assert_eq!(t.invalidate(8, key), Err(FastError::NoRegion));
+        // Invalidated (as a Send with Invalidate does): the peer's next
+        // access by that key is refused.
+        assert_eq!(t.invalidate(7, key), Ok(()));
+        assert!(t
+            .remote(7, rw, key, Access::REMOTE_WRITE, 0x10_000, 1)
+            .is_err());
+        assert!(!t.may_invalidate(7, key));
+        assert_eq!(t.invalidate(7, key), Err(FastError::State));
+        // An ordinary key never names a fast registration's block.
+        assert!(t.mr(block & !FAST_KEY).is_none());
+        assert!(t.dereg(block).is_some());
+        Ok(())
     }
 
     #[test]
     fn live_keys_are_never_handed_out() -> Result {
         // A long-lived region keeps its key while the counter wraps round.
-        let live = [3u32, 4, 5, u32::MAX];
-        let mut last = u32::MAX - 3;
+        let live = [3u32, 4, 5, 0x7fff_ffff];
+        let mut last = 0x7fff_fffc;
         let mut seen = KVec::new();
         for _ in 0..16 {
             last = next_free_key(last, |k| live.contains(&k));
-            assert!(!live.contains(&last) && last != 0);
+            assert!(!live.contains(&last) && last != 0 && last & FAST_KEY == 0);
             assert!(!seen.contains(&last));
             seen.push(last, GFP_KERNEL)?;
         }

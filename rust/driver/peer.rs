@@ -269,10 +269,20 @@ impl Peer {
             {
                 continue;
             }
-            if QpShared::post_responses(&mut st, &mut ps.conn)
-                | QpShared::post_queued(&mut st, &mut ps.conn)
-            {
+            let mut posted = QpShared::post_responses(&mut st, &mut ps.conn)
+                | QpShared::post_queued(&mut st, &mut ps.conn);
+            // Local operations run in their place in the queue; what
+            // follows one goes once it has.
+            let mut ran = false;
+            while qp.run_local(&mut st) {
+                ran = true;
+                posted |= QpShared::post_queued(&mut st, &mut ps.conn);
+            }
+            if posted {
                 ps.session.on_posted();
+            }
+            if ran {
+                qp.reap(&mut st, &mut ps.conn);
             }
             let left = st.has_postable();
             drop(st);
@@ -587,7 +597,8 @@ impl Peer {
                     } else {
                         // Sent again to the new incarnation, as new: a "no
                         // queue pair" from the old one no longer counts.
-                        for e in st.sq.iter_mut() {
+                        // A local operation that ran is not run again.
+                        for e in st.sq.iter_mut().filter(|e| !e.wr.op.is_local()) {
                             e.posted = false;
                             e.done = None;
                             e.gone = false;

@@ -6,6 +6,7 @@
 //! atomics placed into their buffers. Safe Rust only.
 
 use super::{
+    frmr::FastError,
     mr::{scatter, sge_pieces, MrTable, PdId},
     state::{path_payload, requests, wc_opcode, Conn, QpInner, QpShared, SqEntry},
 };
@@ -39,14 +40,24 @@ impl SqEntry {
 
 /// Where the request numbered `msn` is in a send queue: requests are queued
 /// with consecutive numbers and leave from the front, so its place is its
-/// distance from the first (checked; a search should that ever not hold).
+/// distance from the first (checked; a search when local operations, which
+/// take no number, are in between).
 pub(super) fn sq_index(sq: &[SqEntry], msn: u32) -> Option<usize> {
     let first = sq.first()?.msn;
     let i = msn.wrapping_sub(first) as usize;
-    if sq.get(i).is_some_and(|e| e.msn == msn) {
+    let is = |e: &SqEntry| e.msn == msn && !e.wr.op.is_local();
+    if sq.get(i).is_some_and(is) {
         return Some(i);
     }
-    sq.iter().position(|e| e.msn == msn)
+    sq.iter().position(is)
+}
+
+/// The status of a local operation that failed.
+fn local_status(e: FastError) -> WcStatus {
+    match e {
+        FastError::NoRegion => WcStatus::LocProtErr,
+        FastError::State | FastError::Length | FastError::Access => WcStatus::LocQpOpErr,
+    }
 }
 
 fn nak_status(code: NakCode) -> WcStatus {
@@ -123,6 +134,10 @@ impl QpShared {
         }
         let mut any = false;
         for e in st.sq.iter_mut().filter(|e| !e.posted) {
+            if e.wr.op.is_local() {
+                // Carried out by `run_local`, in order: what follows waits.
+                break;
+            }
             let answered = e.resp.is_some();
             if answered && !st.rd.may_post(st.max_rd_atomic) {
                 // It waits for an answer to arrive (`place_response`).
@@ -161,7 +176,9 @@ impl QpShared {
             reaped = true;
             let e = st.sq.remove(0);
             let Ok(e) = e else { break };
-            let status = verdict.map_or(WcStatus::Success, nak_status);
+            let status = e
+                .local_failed
+                .unwrap_or_else(|| verdict.map_or(WcStatus::Success, nak_status));
             if status != WcStatus::Success || e.wr.signaled || self.sig_all {
                 let len = if status == WcStatus::Success {
                     e.wr.len() as u32
@@ -190,6 +207,39 @@ impl QpShared {
             return false;
         }
         reaped && st.sq.iter().any(|e| !e.posted)
+    }
+
+    /// Carries out the first request not handed on yet if it is a local
+    /// operation that may run now (`first_unposted_may_go`): a fast
+    /// registration once every request before it has been handed on, a
+    /// local invalidation once every request before it is over. Returns
+    /// whether it did; the request is then over (`reap`).
+    pub(super) fn run_local(&self, st: &mut QpInner) -> bool {
+        if !matches!(st.state, QpState::Rts | QpState::Sqd) || !st.first_unposted_may_go() {
+            return false;
+        }
+        let Some(e) = st.sq.iter_mut().find(|e| !e.posted) else {
+            return false;
+        };
+        let r = match e.wr.op {
+            SendOp::RegMr {
+                key,
+                access,
+                iova,
+                length,
+            } => self
+                .dev
+                .tables
+                .lock()
+                .mrs
+                .register_fast(self.pd, key, iova, length, access),
+            SendOp::LocalInv { key } => self.dev.tables.lock().mrs.invalidate(self.pd, key),
+            _ => return false,
+        };
+        e.posted = true;
+        e.done = Some(None);
+        e.local_failed = r.err().map(local_status);
+        true
     }
 
     /// Places Read data or an atomic's result into the request's buffers.
@@ -300,7 +350,13 @@ impl QpShared {
                     compare: 0,
                 }),
             ),
+            SendOp::SendInv { rkey } => (Opcode::SendInv, None, Some(rkey), None),
+            // Never sent: a placeholder message (`queue_send`).
+            SendOp::RegMr { .. } | SendOp::LocalInv { .. } => (Opcode::Send, None, None, None),
         };
+        if wr.op.is_local() && (wr.num_sge != 0 || wr.inline) {
+            return Err(EINVAL);
+        }
         let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
         if (atomic.is_some() && len != 8) || (answered && wr.inline) {
             return Err(EINVAL);
@@ -348,9 +404,11 @@ impl QpShared {
             ..
         } = req;
         let msn = st.next_msn;
+        // A local operation takes no number: it never reaches the peer.
+        let local = wr.op.is_local();
         // A Write with Immediate consumes a receive too, and names it, so
         // that the responder refuses it when there is none (as a Send).
-        let consumes = opcode.consumes_receive();
+        let consumes = opcode.consumes_receive() && !local;
         let rsn = if consumes { st.next_rsn as u8 } else { 0 };
         let msg = Message {
             opcode,
@@ -380,9 +438,13 @@ impl QpShared {
                 delivered_at: 0,
                 passed_at: 0,
                 gone: false,
+                local_failed: None,
             },
             GFP_ATOMIC,
         )?;
+        if local {
+            return Ok(true);
+        }
         st.next_msn = msn.wrapping_add(1);
         if answered {
             st.next_resp = st.next_resp.wrapping_add(1);
@@ -452,6 +514,7 @@ mod tests {
             delivered_at: 0,
             passed_at: 0,
             gone: false,
+            local_failed: None,
         }
     }
 

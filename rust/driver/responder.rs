@@ -121,7 +121,7 @@ impl QpShared {
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
         }
-        if matches!(h.opcode, Opcode::Send | Opcode::SendImm | Opcode::WriteImm) {
+        if h.opcode.consumes_receive() {
             self.take_shared(st, h.rsn);
         }
         let tables = self.dev.tables.lock();
@@ -192,7 +192,18 @@ impl QpShared {
                 remote(Access::REMOTE_ATOMIC, 0, 8)?;
                 st.rd_dest.accepted();
             }
-            Opcode::Send | Opcode::SendImm => {
+            Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                // The key a Send with Invalidate names must be one this QP
+                // may invalidate (a valid fast registration of its domain)
+                // before any byte lands; it is invalidated when the receive
+                // completes (`complete_receives`).
+                if h.opcode == Opcode::SendInv
+                    && !h
+                        .imm
+                        .is_some_and(|key| tables.mrs.may_invalidate(self.pd, key))
+                {
+                    return Err(NakCode::InvalidRequest);
+                }
                 let (d, rwr) = posted_receive(&st.rq, st.rq_base, h.rsn)?;
                 let room: u64 = rwr.sges().iter().map(|s| u64::from(s.length)).sum();
                 if u64::from(h.msg_len) > room {
@@ -357,6 +368,7 @@ impl QpShared {
             let consumes = m.used
                 && (m.opcode == Opcode::Send as u8
                     || m.opcode == Opcode::SendImm as u8
+                    || m.opcode == Opcode::SendInv as u8
                     || m.opcode == Opcode::WriteImm as u8);
             if !consumes {
                 continue;
@@ -371,6 +383,20 @@ impl QpShared {
                 st.fatal = Some((0, WcStatus::LocProtErr));
                 break;
             }
+            // A Send with Invalidate invalidates its key now, all of it
+            // placed. The key was valid when it arrived; if it is not now
+            // (the consumer invalidated it meanwhile), the receive fails.
+            let invalidated = if m.opcode == Opcode::SendInv as u8 {
+                let key = m.imm.unwrap_or(0);
+                let done = self.dev.tables.lock().mrs.invalidate(self.pd, key);
+                if done.is_err() {
+                    st.fatal = Some((0, WcStatus::LocProtErr));
+                    break;
+                }
+                Some(key)
+            } else {
+                None
+            };
             let Ok(r) = st.rq.remove(0) else { continue };
             st.rq_base = st.rq_base.wrapping_add(1);
             // A Write with Immediate reports the bytes written, as Sends do.
@@ -381,10 +407,13 @@ impl QpShared {
             };
             // A CQ armed for solicited completions only wakes for the
             // messages the sender marked (errors always wake it: cq.rs).
-            self.rcq.push(
-                self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp),
-                m.solicited,
-            );
+            let mut wc = self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp);
+            if invalidated.is_some() {
+                // The immediate slot carried the key, not immediate data.
+                wc.imm = None;
+                wc.invalidated = invalidated;
+            }
+            self.rcq.push(wc, m.solicited);
         }
         if progressed {
             conn.set_progress(requests(self.qpn), st.rstream.progress());

@@ -8,6 +8,7 @@
 
 use super::{
     counters::{bump, Counters},
+    frmr::FastMem,
     mr::{Mem, MrTable, PdId},
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
@@ -158,6 +159,31 @@ impl Shared {
             return Err(ENOMEM);
         }
         Ok(t.mrs.reg(node, pd, mem, iova, access))
+    }
+
+    /// A free fast registration of domain `pd`; returns its block.
+    pub(crate) fn reg_fast(&self, pd: PdId, mem: FastMem) -> Result<u32> {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut t = self.tables.lock();
+        if t.mrs.full() {
+            return Err(ENOMEM);
+        }
+        Ok(t.mrs.reg_fast(node, pd, mem))
+    }
+
+    /// `map_mr_sg` on fast registration `block`.
+    pub(crate) fn stage_fast(
+        &self,
+        block: u32,
+        pages: &[u64],
+        page_size: u64,
+        first: u64,
+        len: u64,
+    ) -> Result {
+        self.tables
+            .lock()
+            .mrs
+            .stage_fast(block, pages, page_size, first, len)
     }
 
     /// A QP number that no live QP of this device has, reserved until

@@ -345,6 +345,10 @@ pub(super) struct SqEntry {
     /// (peer.rs `check_alive`), as verbs fails a request to a QP that
     /// is gone.
     pub(super) gone: bool,
+    /// A local operation (REG_MR, LOCAL_INV) that was carried out and
+    /// failed: its completion's status. Such an operation takes no message
+    /// number (`msn` is the next request's) and never reaches the peer.
+    pub(super) local_failed: Option<WcStatus>,
 }
 
 /// A request that arrived, kept until it completes in order (responder.rs).
@@ -429,8 +433,25 @@ impl QpInner {
     pub(super) fn has_postable(&self) -> bool {
         (matches!(self.state, QpState::Rts | QpState::Sqd)
             && self.sq.last().is_some_and(|e| !e.posted)
-            && self.rd.may_try(self.max_rd_atomic))
+            && self.rd.may_try(self.max_rd_atomic)
+            && self.first_unposted_may_go())
             || self.owed.last().is_some_and(|o| !o.posted)
+    }
+
+    /// Whether the first request not handed on yet may go now: anything
+    /// but a local invalidation, which waits until every request before it
+    /// is over (their bytes may still be read for a resend).
+    pub(super) fn first_unposted_may_go(&self) -> bool {
+        match self.sq.iter().position(|e| !e.posted) {
+            Some(i) => {
+                i == 0
+                    || !self
+                        .sq
+                        .get(i)
+                        .is_some_and(|e| matches!(e.wr.op, SendOp::LocalInv { .. }))
+            }
+            None => false,
+        }
     }
 }
 
@@ -443,11 +464,13 @@ pub(super) fn path_payload(mtu: u32) -> u16 {
 /// The completion opcode of a send request.
 pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
     match op {
-        SendOp::Send | SendOp::SendImm(_) => WcOpcode::Send,
+        SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv { .. } => WcOpcode::Send,
         SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
         SendOp::Read { .. } => WcOpcode::RdmaRead,
         SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::RegMr { .. } => WcOpcode::RegMr,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
     }
 }
 
@@ -471,6 +494,7 @@ impl QpShared {
             qp: self.id,
             src_qp,
             grh: false,
+            invalidated: None,
         }
     }
 

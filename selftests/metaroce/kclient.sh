@@ -8,8 +8,11 @@
 # and sends messages of 1 B .. 64 KiB from kernel buffers (two SGEs, with
 # immediate data, some inline), checking every completion and byte; a PD
 # asking for an unsafe global rkey (remote access to all kernel memory) must be
-# refused. It loads only if all of that passed. Skips when the test module is
-# not built (make kclient).
+# refused; then fast registration as NVMe-oF uses it (fast=1: alloc_mr,
+# map_mr_sg, REG_MR, a peer's Write into it, LOCAL_INV, REG_MR again, the
+# peer's Send with Invalidate, and a Write by the invalidated key refused).
+# It loads only if all of that passed. Skips when the test module is not
+# built (make kclient).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
@@ -28,13 +31,14 @@ trap '[ -d /sys/module/metaroce_kclient ] && rmmod metaroce_kclient; rdma_fabric
 fabric_point metaroce
 
 for dev in "$RDMA_A" "$RDMA_B"; do
-	if insmod "$ko" dev="$dev" iters=32 2>/dev/null; then
+	name="an in-kernel consumer runs 32 Sends and fast registration over loopback QPs on $dev"
+	if insmod "$ko" dev="$dev" iters=32 fast=1 2>/dev/null; then
 		rmmod metaroce_kclient
 		ktap_info "$(dmesg | grep "metaroce_kclient: PASS on $dev" | tail -1)"
-		ktap_ok "an in-kernel consumer runs 32 Sends over loopback QPs on $dev"
+		ktap_ok "$name"
 	else
 		dmesg | grep "metaroce_kclient" | tail -5 | while IFS= read -r l; do ktap_info "$l"; done
-		ktap_fail "an in-kernel consumer runs 32 Sends over loopback QPs on $dev"
+		ktap_fail "$name"
 	fi
 done
 check "a device that does not exist is reported, not crashed on" \

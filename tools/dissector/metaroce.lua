@@ -22,6 +22,7 @@ local opcodes = {
 	[0] = "Send", [1] = "Send with immediate", [2] = "RDMA Write",
 	[3] = "RDMA Write with immediate", [4] = "RDMA Read request",
 	[5] = "RDMA Read response", [6] = "Compare and swap", [7] = "Fetch and add",
+	[8] = "Send with invalidate",
 }
 local nak_codes = {
 	[1] = "Remote access error", [2] = "Invalid request",
@@ -136,10 +137,10 @@ local function popcount8(b)
 end
 
 local function has_remote(op) return op == 2 or op == 3 or op == 4 or op == 6 or op == 7 end
-local function has_imm(op) return op == 1 or op == 3 end
+local function has_imm(op) return op == 1 or op == 3 or op == 8 end
 local function is_atomic(op) return op == 6 or op == 7 end
 local function has_payload(op) return not (op == 4 or op == 6 or op == 7) end
-local function consumes_receive(op) return op == 0 or op == 1 or op == 3 end
+local function consumes_receive(op) return op == 0 or op == 1 or op == 3 or op == 8 end
 
 local function data(buf, tree, flags)
 	local len = buf:len()
@@ -162,7 +163,7 @@ local function data(buf, tree, flags)
 		bad(tree, opi, "unknown opcode " .. op)
 		return "Data (unknown opcode)"
 	end
-	if buf(o + 1, 1):uint() ~= 0 and not (op == 0 or op == 1) then
+	if buf(o + 1, 1):uint() ~= 0 and not consumes_receive(op) then
 		bad(tree, opi, "a receive sequence number on an operation other than Send")
 	end
 	o = o + DATA_FIXED

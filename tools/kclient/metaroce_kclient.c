@@ -13,7 +13,14 @@
  * the other (two SGEs each, with immediate data, and an inline one every
  * fourth), checks every completion and every byte, and tears everything
  * down. A PD asking for an unsafe global rkey (remote access to all kernel
- * memory) must be refused. The module loads only if all of it passed (insmod fails with EIO and
+ * memory) must be refused. With fast=1 it then tests fast registration as
+ * NVMe-oF and iSER use it: a region from ib_alloc_mr() mapped over four
+ * pages with ib_map_mr_sg() (five are refused), registered with a REG_MR
+ * work request, written by the peer QP's RDMA Write across a page boundary,
+ * invalidated with LOCAL_INV, registered again under a new key, invalidated
+ * by the peer's Send with Invalidate (the receive says so), and a Write by
+ * the invalidated key refused (REM_ACCESS_ERR).
+ * The module loads only if all of it passed (insmod fails with EIO and
  * the kernel log says what went wrong otherwise), and unloads at once.
  */
 
@@ -23,6 +30,7 @@
 #include <linux/delay.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
+#include <linux/scatterlist.h>
 
 static char *dev = "";
 module_param(dev, charp, 0444);
@@ -30,6 +38,9 @@ MODULE_PARM_DESC(dev, "the RDMA device to test");
 static int iters = 32;
 module_param(iters, int, 0444);
 MODULE_PARM_DESC(iters, "messages to send (default 32)");
+static int fast;
+module_param(fast, int, 0444);
+MODULE_PARM_DESC(fast, "also test fast registration and invalidation (default 0)");
 
 #define BUF_SIZE (64 * 1024)
 #define INLINE_SIZE 64
@@ -70,7 +81,7 @@ static int connect_qp(struct ib_qp *qp, u32 dest, int gid_index)
 	a.qp_state = IB_QPS_INIT;
 	a.pkey_index = 0;
 	a.port_num = 1;
-	a.qp_access_flags = IB_ACCESS_LOCAL_WRITE;
+	a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
 			   IB_QP_ACCESS_FLAGS);
 	if (ret)
@@ -211,6 +222,181 @@ static int one_message(struct ctx *c, int i)
 	return 0;
 }
 
+/* Posts @wr on @qp and polls @n completions into @wc (0 on success). */
+static int post_poll(struct ctx *c, struct ib_qp *qp, const struct ib_send_wr *wr,
+		     struct ib_wc *wc, int n, const char *what)
+{
+	const struct ib_send_wr *bad;
+	int ret = ib_post_send(qp, wr, &bad);
+
+	if (!ret)
+		ret = poll(c->cq, wc, n);
+	if (ret)
+		pr_err("metaroce_kclient: fast: %s: %d\n", what, ret);
+	return ret;
+}
+
+static bool wc_is(const struct ib_wc *wc, enum ib_wc_opcode op,
+		  enum ib_wc_status status, const char *what)
+{
+	if (wc->status == status && (status != IB_WC_SUCCESS || wc->opcode == op))
+		return true;
+	pr_err("metaroce_kclient: fast: %s: opcode %d status %s\n", what, wc->opcode,
+	       ib_wc_status_msg(wc->status));
+	return false;
+}
+
+/* REG_MR of @mr on QP B under key @key (a fresh one in its block). */
+static int reg_mr(struct ctx *c, struct ib_mr *mr, u8 key)
+{
+	struct ib_reg_wr reg = {
+		.wr = { .wr_id = 50, .opcode = IB_WR_REG_MR, .send_flags = IB_SEND_SIGNALED },
+		.mr = mr,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE,
+	};
+	struct ib_wc wc;
+	int ret;
+
+	ib_update_fast_reg_key(mr, key);
+	reg.key = mr->rkey;
+	ret = post_poll(c, c->qb, &reg.wr, &wc, 1, "REG_MR");
+	if (ret)
+		return ret;
+	return wc_is(&wc, IB_WC_REG_MR, IB_WC_SUCCESS, "REG_MR") ? 0 : -EIO;
+}
+
+/* An RDMA Write of @len bytes of src from QP A at @off of @mr's range. */
+static int write_to(struct ctx *c, struct ib_mr *mr, u32 off, u32 len,
+		    enum ib_wc_status want)
+{
+	struct ib_sge sge = {
+		.addr = c->src_dma, .length = len, .lkey = c->pd->local_dma_lkey,
+	};
+	struct ib_rdma_wr w = {
+		.wr = { .wr_id = 51, .opcode = IB_WR_RDMA_WRITE, .sg_list = &sge,
+			.num_sge = 1, .send_flags = IB_SEND_SIGNALED },
+		.remote_addr = mr->iova + off,
+		.rkey = mr->rkey,
+	};
+	struct ib_wc wc;
+	int ret = post_poll(c, c->qa, &w.wr, &wc, 1, "RDMA Write");
+
+	if (ret)
+		return ret;
+	return wc_is(&wc, IB_WC_RDMA_WRITE, want, "RDMA Write") ? 0 : -EIO;
+}
+
+/* Fast registration and invalidation, local and remote (see the top). */
+static int fast_reg(struct ctx *c)
+{
+	/* The region: 3 pages' worth starting 100 bytes into dst (4 pages). */
+	const u32 start = 100, size = 3 * PAGE_SIZE, off = PAGE_SIZE - 96, len = 5000;
+	struct scatterlist sg;
+	struct ib_mr *mr;
+	struct ib_sge rs = {
+		.addr = c->dst_dma + 8 * PAGE_SIZE, .length = 64,
+		.lkey = c->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr rwr = { .wr_id = 60, .sg_list = &rs, .num_sge = 1 };
+	struct ib_sge ss = { .addr = c->src_dma, .length = 16, .lkey = c->pd->local_dma_lkey };
+	struct ib_send_wr inv = {
+		.wr_id = 61, .opcode = IB_WR_LOCAL_INV, .send_flags = IB_SEND_SIGNALED,
+	};
+	struct ib_send_wr sinv = {
+		.wr_id = 62, .opcode = IB_WR_SEND_WITH_INV, .sg_list = &ss, .num_sge = 1,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	const struct ib_recv_wr *bad_r;
+	struct ib_wc wc[2], *rwc;
+	int ret, n;
+	u32 i;
+
+	if (!(c->ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS)) {
+		pr_err("metaroce_kclient: fast: no IB_DEVICE_MEM_MGT_EXTENSIONS\n");
+		return -EOPNOTSUPP;
+	}
+	mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, 4);
+	if (IS_ERR(mr)) {
+		pr_err("metaroce_kclient: fast: ib_alloc_mr: %ld\n", PTR_ERR(mr));
+		return PTR_ERR(mr);
+	}
+	ret = -EIO;
+	/* Five pages do not fit a region made for four. */
+	sg_init_one(&sg, c->dst, 4 * PAGE_SIZE + 1);
+	sg_dma_address(&sg) = c->dst_dma;
+	sg_dma_len(&sg) = 4 * PAGE_SIZE + 1;
+	n = ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE);
+	if (n == 1) {
+		pr_err("metaroce_kclient: fast: five pages mapped into a region of four\n");
+		goto out;
+	}
+	sg_init_one(&sg, c->dst + start, size);
+	sg_dma_address(&sg) = c->dst_dma + start;
+	sg_dma_len(&sg) = size;
+	n = ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE);
+	if (n != 1 || mr->length != size) {
+		pr_err("metaroce_kclient: fast: ib_map_mr_sg: %d, length %llu\n", n, mr->length);
+		goto out;
+	}
+	memset(c->dst, 0, BUF_SIZE);
+	for (i = 0; i < len; i++)
+		c->src[i] = pattern(77, i);
+	/* Registered: the peer's Write lands across the first page boundary. */
+	ret = reg_mr(c, mr, ib_inc_rkey(mr->rkey));
+	if (!ret)
+		ret = write_to(c, mr, off, len, IB_WC_SUCCESS);
+	if (ret)
+		goto out;
+	for (i = 0; i < len; i++) {
+		if (c->dst[start + off + i] != pattern(77, i)) {
+			pr_err("metaroce_kclient: fast: byte %u of the Write is wrong\n", i);
+			ret = -EIO;
+			goto out;
+		}
+	}
+	if (c->dst[start + off - 1] || c->dst[start + off + len]) {
+		pr_err("metaroce_kclient: fast: the Write spilled out of its range\n");
+		ret = -EIO;
+		goto out;
+	}
+	c->verified += len;
+	/* LOCAL_INV makes it free: registering it again under a new key works. */
+	inv.ex.invalidate_rkey = mr->rkey;
+	ret = post_poll(c, c->qb, &inv, wc, 1, "LOCAL_INV");
+	if (ret)
+		goto out;
+	ret = -EIO;
+	if (!wc_is(wc, IB_WC_LOCAL_INV, IB_WC_SUCCESS, "LOCAL_INV"))
+		goto out;
+	ret = reg_mr(c, mr, ib_inc_rkey(mr->rkey));
+	if (ret)
+		goto out;
+	/* The peer's Send with Invalidate: the receive reports the key. */
+	ret = ib_post_recv(c->qb, &rwr, &bad_r);
+	sinv.ex.invalidate_rkey = mr->rkey;
+	if (!ret)
+		ret = post_poll(c, c->qa, &sinv, wc, 2, "SEND_WITH_INV");
+	if (ret)
+		goto out;
+	ret = -EIO;
+	rwc = wc[0].qp == c->qb ? &wc[0] : &wc[1];
+	if (!wc_is(&wc[0], wc[0].opcode, IB_WC_SUCCESS, "SEND_WITH_INV") ||
+	    !wc_is(&wc[1], wc[1].opcode, IB_WC_SUCCESS, "SEND_WITH_INV") ||
+	    rwc->opcode != IB_WC_RECV || !(rwc->wc_flags & IB_WC_WITH_INVALIDATE) ||
+	    rwc->ex.invalidate_rkey != mr->rkey) {
+		pr_err("metaroce_kclient: fast: the receive does not report the invalidation\n");
+		goto out;
+	}
+	/* Invalidated: the peer's next Write by that key is refused. */
+	ret = write_to(c, mr, off, 8, IB_WC_REM_ACCESS_ERR);
+	if (!ret)
+		pr_info("metaroce_kclient: fast registration, LOCAL_INV and SEND_WITH_INV passed on %s\n",
+			dev);
+out:
+	ib_dereg_mr(mr);
+	return ret;
+}
+
 /* A PD whose global rkey would open all kernel memory to peers: refused. */
 static int global_rkey_refused(struct ib_device *ibdev)
 {
@@ -289,6 +475,8 @@ static int run(struct ctx *c)
 		if (ret)
 			break;
 	}
+	if (!ret && fast)
+		ret = fast_reg(c);
 	ib_dma_unmap_single(c->ibdev, c->src_dma, BUF_SIZE, DMA_TO_DEVICE);
 	ib_dma_unmap_single(c->ibdev, c->dst_dma, BUF_SIZE + 1, DMA_FROM_DEVICE);
 	return ret;

@@ -133,6 +133,9 @@ pub enum Opcode {
     CmpSwap = 6,
     /// Atomic fetch and add of the 8 bytes at (rkey, address).
     FetchAdd = 7,
+    /// Send with Invalidate: a Send whose immediate slot carries a key of
+    /// the responder's that it invalidates when the receive completes.
+    SendInv = 8,
 }
 
 impl Opcode {
@@ -146,6 +149,7 @@ impl Opcode {
             5 => Self::ReadResp,
             6 => Self::CmpSwap,
             7 => Self::FetchAdd,
+            8 => Self::SendInv,
             _ => return None,
         })
     }
@@ -158,21 +162,27 @@ impl Opcode {
         )
     }
 
-    /// Whether packets of this operation carry immediate data.
+    /// Whether packets of this operation carry a 32-bit word after the
+    /// remote part: immediate data, or the key a Send with Invalidate
+    /// invalidates.
     pub const fn has_imm(self) -> bool {
-        matches!(self, Self::SendImm | Self::WriteImm)
+        matches!(self, Self::SendImm | Self::WriteImm | Self::SendInv)
     }
 
-    /// Send or Send with Immediate (they consume a receive).
+    /// Send, Send with Immediate or Send with Invalidate (they consume a
+    /// receive and land in its buffers).
     pub const fn is_send(self) -> bool {
-        matches!(self, Self::Send | Self::SendImm)
+        matches!(self, Self::Send | Self::SendImm | Self::SendInv)
     }
 
     /// Whether a message of this operation consumes a receive of the
     /// responder (and names it with its RSN): Sends and Write with
     /// Immediate.
     pub const fn consumes_receive(self) -> bool {
-        matches!(self, Self::Send | Self::SendImm | Self::WriteImm)
+        matches!(
+            self,
+            Self::Send | Self::SendImm | Self::WriteImm | Self::SendInv
+        )
     }
 
     /// Compare-and-swap or fetch-and-add.

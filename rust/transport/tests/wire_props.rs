@@ -18,6 +18,7 @@ fn opcode() -> impl Strategy<Value = Opcode> {
         Just(Opcode::ReadResp),
         Just(Opcode::CmpSwap),
         Just(Opcode::FetchAdd),
+        Just(Opcode::SendInv),
     ]
 }
 
