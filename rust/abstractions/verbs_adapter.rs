@@ -507,8 +507,9 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         sg_nents: c_int,
         sg_offset: *mut c_uint,
     ) -> c_int {
-        // SAFETY: The core passes a region of this device made by
-        // `alloc_mr` (only those are mapped), live for the call.
+        // SAFETY: The core passes a region of this device, live for the
+        // call. Every region has a stage; one not made by `alloc_mr` has
+        // room for no page, so nothing is staged for it.
         let obj = unsafe { MrObj::<T>::from_raw(mr) };
         let stage = &obj.data.stage;
         if stage.busy.swap(true, Ordering::Acquire) {
@@ -1083,8 +1084,9 @@ fn ipv4_mapped(gid: &[u8; 16]) -> Option<[u8; 4]> {
 /// opcode implies (`ib_rdma_wr`, `ib_atomic_wr`, and from a kernel
 /// consumer `ib_reg_wr`), or inside an `ib_ud_wr` when `ud_pd` is given
 /// (the request is for a UD QP of that PD). `kernel` is the QP's device if
-/// a kernel consumer posts it: uverbs passes a user's REG_MR opcode in a
-/// plain `ib_send_wr`, so only a kernel consumer's is read as a REG_MR.
+/// a kernel consumer posts it: only a kernel consumer's REG_MR is read as an
+/// `ib_reg_wr` (uverbs refuses the opcode from users today; were it to pass
+/// one on, it would be in a plain, shorter `ib_send_wr`).
 unsafe fn convert_send(
     wr: *const bindings::ib_send_wr,
     ud_pd: Option<*mut bindings::ib_pd>,
@@ -1094,6 +1096,14 @@ unsafe fn convert_send(
     let w = unsafe { &*wr };
     let ud = match ud_pd {
         None => None,
+        // A UD QP sends datagrams, nothing else; only those are read as
+        // an `ib_ud_wr` (a REG_MR's `ib_reg_wr` is shorter).
+        Some(_)
+            if w.opcode != bindings::ib_wr_opcode_IB_WR_SEND
+                && w.opcode != bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM =>
+        {
+            return Err(EINVAL);
+        }
         Some(pd) => {
             // SAFETY: Per the safety requirements, inside an `ib_ud_wr`.
             let u = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
@@ -1172,12 +1182,14 @@ unsafe fn convert_send(
                 return Err(EINVAL);
             }
             // SAFETY: A non-null region given with a request is the
-            // consumer's, live for the call; only its device and the
+            // consumer's, live for the call; only its device, key, and the
             // address and length `map_mr_sg` set (or it set since) are read.
-            let (dev, iova, length) = unsafe { ((*r.mr).device, (*r.mr).iova, (*r.mr).length) };
+            let (dev, lkey, iova, length) =
+                unsafe { ((*r.mr).device, (*r.mr).lkey, (*r.mr).iova, (*r.mr).length) };
             // A region of another device is not ours to register; the
-            // driver finds ours by the key's block and checks its domain.
-            if Some(dev) != kernel {
+            // driver finds ours by the key's block (which must be this
+            // region's: the address and length are) and checks its domain.
+            if Some(dev) != kernel || (lkey ^ r.key) & !0xff != 0 {
                 return Err(EINVAL);
             }
             SendOp::RegMr {

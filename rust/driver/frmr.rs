@@ -167,6 +167,11 @@ impl FastMem {
         self.valid && self.key == key
     }
 
+    /// Whether it is registered (under any key).
+    pub(super) fn is_valid(&self) -> bool {
+        self.valid
+    }
+
     /// Bytes registered (0 while free).
     pub(super) fn len(&self) -> u64 {
         if self.valid {

@@ -227,20 +227,30 @@ impl MrTable {
         Ok(())
     }
 
-    /// LOCAL_INV by a QP of domain `pd`, or a Send with Invalidate that
-    /// arrived at one: key `key` reaches nothing any more.
-    pub(super) fn invalidate(&mut self, pd: PdId, key: u32) -> Result<(), FastError> {
+    /// A Send with Invalidate that arrived at a QP of domain `pd` (checked
+    /// with [`Self::may_invalidate`] on arrival): key `key` reaches nothing
+    /// any more. With `local` (LOCAL_INV), a region that is free already
+    /// stays so, as verbs allows.
+    pub(super) fn invalidate(&mut self, pd: PdId, key: u32, local: bool) -> Result<(), FastError> {
         let e = self.fast_mut(pd, key)?;
         let Mem::Fast(f) = &mut e.mem else {
             return Err(FastError::NoRegion);
         };
+        if local && !f.is_valid() {
+            return Ok(());
+        }
         f.invalidate(key)
     }
 
-    /// Whether [`Self::invalidate`] would succeed now.
+    /// Whether a peer's Send with Invalidate may invalidate `key` at a QP
+    /// of domain `pd`: a valid fast registration under that key that grants
+    /// peers some right (a region registered for local access only is not
+    /// the peers' to end).
     pub(super) fn may_invalidate(&self, pd: PdId, key: u32) -> bool {
-        self.mr(key)
-            .is_some_and(|e| e.pd == pd && matches!(e.mem, Mem::Fast(_)))
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        self.mr(key).is_some_and(|e| {
+            e.pd == pd && matches!(e.mem, Mem::Fast(_)) && e.access.0 & remote != 0
+        })
     }
 
     /// The complete check of a remote access to `[addr, addr + len)` under
@@ -526,15 +536,22 @@ mod tests {
             .is_err());
         assert!(t.may_invalidate(7, key) && !t.may_invalidate(8, key));
         // Only a QP of its own domain may invalidate it.
-        assert_eq!(t.invalidate(8, key), Err(FastError::NoRegion));
+        assert_eq!(t.invalidate(8, key, true), Err(FastError::NoRegion));
         // Invalidated (as a Send with Invalidate does): the peer's next
         // access by that key is refused.
-        assert_eq!(t.invalidate(7, key), Ok(()));
+        assert_eq!(t.invalidate(7, key, false), Ok(()));
         assert!(t
             .remote(7, rw, key, Access::REMOTE_WRITE, 0x10_000, 1)
             .is_err());
         assert!(!t.may_invalidate(7, key));
-        assert_eq!(t.invalidate(7, key), Err(FastError::State));
+        assert_eq!(t.invalidate(7, key, false), Err(FastError::State));
+        // LOCAL_INV of a free region leaves it free.
+        assert_eq!(t.invalidate(7, key, true), Ok(()));
+        assert!(t.mr(key).is_none());
+        // Registered for local access only: no peer may end it.
+        let local = Access(Access::LOCAL_WRITE);
+        assert_eq!(t.register_fast(7, key + 1, 0x10_000, 8192, local), Ok(()));
+        assert!(t.mr(key + 1).is_some() && !t.may_invalidate(7, key + 1));
         // An ordinary key never names a fast registration's block.
         assert!(t.mr(block & !FAST_KEY).is_none());
         assert!(t.dereg(block).is_some());

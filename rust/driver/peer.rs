@@ -271,18 +271,14 @@ impl Peer {
             }
             let mut posted = QpShared::post_responses(&mut st, &mut ps.conn)
                 | QpShared::post_queued(&mut st, &mut ps.conn);
-            // Local operations run in their place in the queue; what
-            // follows one goes once it has.
-            let mut ran = false;
+            // A local operation runs at the head of the queue and completes
+            // at once, under this lock; what follows it goes then.
             while qp.run_local(&mut st) {
-                ran = true;
+                qp.reap(&mut st, &mut ps.conn);
                 posted |= QpShared::post_queued(&mut st, &mut ps.conn);
             }
             if posted {
                 ps.session.on_posted();
-            }
-            if ran {
-                qp.reap(&mut st, &mut ps.conn);
             }
             let left = st.has_postable();
             drop(st);

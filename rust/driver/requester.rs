@@ -38,14 +38,19 @@ impl SqEntry {
     }
 }
 
-/// Where the request numbered `msn` is in a send queue: requests are queued
-/// with consecutive numbers and leave from the front, so its place is its
-/// distance from the first (checked; a search when local operations, which
-/// take no number, are in between).
+/// Where the request numbered `msn` is in a send queue. Requests are queued
+/// with consecutive numbers and leave in order; a local operation takes no
+/// number of its own and holds the next request's, before it. So the queue
+/// is sorted by (number from the first's, request after local operation),
+/// and a binary search finds it (a scan should that ever not hold).
 pub(super) fn sq_index(sq: &[SqEntry], msn: u32) -> Option<usize> {
     let first = sq.first()?.msn;
-    let i = msn.wrapping_sub(first) as usize;
+    let want = msn.wrapping_sub(first);
     let is = |e: &SqEntry| e.msn == msn && !e.wr.op.is_local();
+    let i = sq.partition_point(|e| {
+        let d = e.msn.wrapping_sub(first);
+        d < want || (d == want && e.wr.op.is_local())
+    });
     if sq.get(i).is_some_and(is) {
         return Some(i);
     }
@@ -210,10 +215,10 @@ impl QpShared {
     }
 
     /// Carries out the first request not handed on yet if it is a local
-    /// operation that may run now (`first_unposted_may_go`): a fast
-    /// registration once every request before it has been handed on, a
-    /// local invalidation once every request before it is over. Returns
-    /// whether it did; the request is then over (`reap`).
+    /// operation that may run now (`first_unposted_may_go`: every request
+    /// before it is over). Returns whether it did; the request is then over
+    /// and the caller reaps it, under the same lock, so that a registration
+    /// that ran is never reported flushed.
     pub(super) fn run_local(&self, st: &mut QpInner) -> bool {
         if !matches!(st.state, QpState::Rts | QpState::Sqd) || !st.first_unposted_may_go() {
             return false;
@@ -233,7 +238,7 @@ impl QpShared {
                 .lock()
                 .mrs
                 .register_fast(self.pd, key, iova, length, access),
-            SendOp::LocalInv { key } => self.dev.tables.lock().mrs.invalidate(self.pd, key),
+            SendOp::LocalInv { key } => self.dev.tables.lock().mrs.invalidate(self.pd, key, true),
             _ => return false,
         };
         e.posted = true;
@@ -516,6 +521,29 @@ mod tests {
             gone: false,
             local_failed: None,
         }
+    }
+
+    #[test]
+    fn requests_are_found_past_local_operations() -> Result {
+        // [LOCAL_INV, 5, REG_MR, 6, 7]: each local operation holds the
+        // next request's number and is never what a number finds.
+        let mut sq = KVec::new();
+        for (msn, local) in [(5, true), (5, false), (6, true), (6, false), (7, false)] {
+            let op = if local {
+                SendOp::LocalInv { key: 1 }
+            } else {
+                SendOp::Write { addr: 0, rkey: 1 }
+            };
+            let mut e = entry(op, None);
+            e.msn = msn;
+            sq.push(e, GFP_KERNEL)?;
+        }
+        assert_eq!(sq_index(&sq, 5), Some(1));
+        assert_eq!(sq_index(&sq, 6), Some(3));
+        assert_eq!(sq_index(&sq, 7), Some(4));
+        assert_eq!(sq_index(&sq, 8), None);
+        assert_eq!(sq_index(&sq, 4), None);
+        Ok(())
     }
 
     #[test]

@@ -365,11 +365,8 @@ impl QpShared {
                 }
                 continue;
             }
-            let consumes = m.used
-                && (m.opcode == Opcode::Send as u8
-                    || m.opcode == Opcode::SendImm as u8
-                    || m.opcode == Opcode::SendInv as u8
-                    || m.opcode == Opcode::WriteImm as u8);
+            let consumes =
+                m.used && Opcode::from_u8(m.opcode).is_some_and(Opcode::consumes_receive);
             if !consumes {
                 continue;
             }
@@ -388,7 +385,7 @@ impl QpShared {
             // (the consumer invalidated it meanwhile), the receive fails.
             let invalidated = if m.opcode == Opcode::SendInv as u8 {
                 let key = m.imm.unwrap_or(0);
-                let done = self.dev.tables.lock().mrs.invalidate(self.pd, key);
+                let done = self.dev.tables.lock().mrs.invalidate(self.pd, key, false);
                 if done.is_err() {
                     st.fatal = Some((0, WcStatus::LocProtErr));
                     break;

@@ -432,24 +432,20 @@ impl QpInner {
     /// last one of each queue says.
     pub(super) fn has_postable(&self) -> bool {
         (matches!(self.state, QpState::Rts | QpState::Sqd)
-            && self.sq.last().is_some_and(|e| !e.posted)
             && self.rd.may_try(self.max_rd_atomic)
             && self.first_unposted_may_go())
             || self.owed.last().is_some_and(|o| !o.posted)
     }
 
-    /// Whether the first request not handed on yet may go now: anything
-    /// but a local invalidation, which waits until every request before it
-    /// is over (their bytes may still be read for a resend).
+    /// Whether there is a request not handed on yet that may go now:
+    /// anything but a local operation (REG_MR, LOCAL_INV), which waits
+    /// until every request before it is over. A LOCAL_INV must (their bytes
+    /// may still be read for a resend); a REG_MR that ran before them would
+    /// be reported flushed, as never done, if one of them failed, while the
+    /// region stayed valid.
     pub(super) fn first_unposted_may_go(&self) -> bool {
         match self.sq.iter().position(|e| !e.posted) {
-            Some(i) => {
-                i == 0
-                    || !self
-                        .sq
-                        .get(i)
-                        .is_some_and(|e| matches!(e.wr.op, SendOp::LocalInv { .. }))
-            }
+            Some(i) => i == 0 || !self.sq.get(i).is_some_and(|e| e.wr.op.is_local()),
             None => false,
         }
     }

@@ -11,9 +11,12 @@
 # Points per type: the device, the target's port, the connection, 8 MiB
 # written with O_DIRECT and read back identical (and identical in the
 # target's file), the same under 1% loss on the loopback device (MetaRoCE
-# resends; rdma_rxe's loopback never reaches the wire), disconnect, and the
-# target and modules removed. rdma_rxe runs the same points in the same boot
-# where METAROCE_TYPES lists it (make check-stock).
+# must have resent packets; rdma_rxe's loopback never reaches the wire),
+# disconnect, and the target removed; then one point: the modules this test
+# loaded are unloaded. rdma_rxe runs the same points in the same boot where
+# METAROCE_TYPES lists it (make check-stock). It works in the initial
+# namespace (netem on its lo, modules loaded and unloaded): it runs alone
+# (run_alone).
 #
 # Needs nvme-cli, configfs, and nvme-rdma, nvmet and nvmet-rdma (modules:
 # modprobe, or insmod from the kernel build tree $METAROCE_KDIR).
@@ -45,14 +48,30 @@ nvme_modules_load() {
 	[ -d /sys/module/nvme_rdma ] && [ -d /sys/module/nvmet_rdma ]
 }
 
+# nvme_modules_unload: the modules this test loaded (not in $mods_before),
+# dependents first (a few rounds); fails if one stays.
 nvme_modules_unload() {
-	local m
-	for m in nvme_rdma nvme_fabrics nvmet_rdma nvmet nvme_core nvme_keyring nvme_auth; do
-		[ -d "/sys/module/$m" ] && rmmod "$m" 2>/dev/null
+	local m left
+	for _ in 1 2 3 4 5; do
+		left=0
+		for m in $(ls /sys/module); do
+			case $m in nvme* | nvmet*) ;; *) continue ;; esac
+			[[ " $mods_before " == *" $m "* ]] && continue
+			rmmod "$m" 2>/dev/null || left=$((left + 1))
+		done
+		[ "$left" = 0 ] && return 0
 	done
-	! [ -d /sys/module/nvme_rdma ] && ! [ -d /sys/module/nvmet_rdma ]
+	return 1
 }
 
+mods_before=" $(ls /sys/module | tr '\n' ' ') "
+work=$(mktemp -d /dev/shm/nvme_rdma.XXXXXX 2>/dev/null || mktemp -d)
+veth=nvm$$
+lo_netem=0
+cur_dev=
+cur_nqn=
+cur_port=
+trap 'teardown; nvme_modules_unload; rm -rf "$work"' EXIT
 nvme_modules_load || skip_all "nvme-rdma and nvmet-rdma are not available"
 cfs=/sys/kernel/config
 [ -d "$cfs/nvmet" ] || mount -t configfs none "$cfs" 2>/dev/null
@@ -60,13 +79,8 @@ cfs=/sys/kernel/config
 
 n=7
 ktap_plan $((n * $(fabric_types) + 1))
-work=$(mktemp -d /dev/shm/nvme_rdma.XXXXXX 2>/dev/null || mktemp -d)
-veth=nvm$$
 ip4=10.213.$(($$ % 200)).1
 hostnqn=nqn.2026-12.org.metaroce:host-$$
-cur_dev=
-cur_nqn=
-cur_port=
 
 target_down() {
 	[ -n "$cur_nqn" ] || return 0
@@ -81,45 +95,50 @@ target_down() {
 teardown() {
 	[ -n "$cur_nqn" ] && nvme disconnect -n "$cur_nqn" >/dev/null 2>&1
 	target_down
-	tc qdisc del dev lo root 2>/dev/null
+	[ "$lo_netem" = 1 ] && tc qdisc del dev lo root 2>/dev/null
+	lo_netem=0
 	[ -n "$cur_dev" ] && rdma link delete "$cur_dev" 2>/dev/null
 	ip link del "$veth" 2>/dev/null
 	cur_dev= cur_nqn=
 }
-trap 'teardown; nvme_modules_unload; rm -rf "$work"' EXIT
 
-# host_disk NQN: the block device of the host's controller of subsystem NQN.
+# host_disk NQN: the host's block device of subsystem NQN's namespace. Its
+# "device" is the controller, or with native multipath (Debian's kernel) the
+# subsystem; both name the NQN. The hidden per-path devices (nvmeXcYnZ)
+# have no /dev node and are skipped.
 host_disk() {
-	local c
-	for c in /sys/class/nvme/nvme*; do
-		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$1" ] || continue
-		for b in "$c"/nvme*n1 /sys/block/"$(basename "$c")"n1; do
-			[ -e "$b" ] && { echo "/dev/$(basename "$b")"; return 0; }
-		done
-		# With native multipath the disk is named after the subsystem.
-		for b in /sys/block/nvme*n1; do
-			[ "$(cat "$b/device/subsysnqn" 2>/dev/null || cat "$b/device/../subsysnqn" 2>/dev/null)" = "$1" ] &&
-				{ echo "/dev/$(basename "$b")"; return 0; }
-		done
+	local b n
+	for b in /sys/block/nvme*n*; do
+		n=${b##*/}
+		case $n in *c*) continue ;; esac
+		[ "$(cat "$b/device/subsysnqn" 2>/dev/null)" = "$1" ] && [ -b "/dev/$n" ] &&
+			{ echo "/dev/$n"; return 0; }
 	done
 	return 1
 }
 
-# roundtrip NAME DISK: 8 MiB of fresh random bytes written to DISK with
-# O_DIRECT (so every byte crosses the fabric), read back, and compared,
-# and compared with the target's file too.
+# resent DEV: the device's resent_pkts counter (0 if it has none).
+resent() {
+	rdma statistic show link "$1/1" 2>/dev/null |
+		awk '{ for (i = 1; i < NF; i++) if ($i == "resent_pkts") { print $(i + 1); exit } }' |
+		grep . || echo 0
+}
+
+# roundtrip DISK: 8 MiB of fresh random bytes written to DISK with O_DIRECT
+# (so every byte crosses the fabric), read back, and compared, and compared
+# with the target's file too; says what failed.
 roundtrip() {
-	local name=$1 disk=$2
+	local disk=$1
 	head -c $((8 << 20)) /dev/urandom >"$work/src"
 	if dd if="$work/src" of="$disk" bs=1M count=8 oflag=direct status=none 2>"$work/dd.err" &&
 		dd if="$disk" of="$work/back" bs=1M count=8 iflag=direct status=none 2>>"$work/dd.err" &&
 		cmp -s "$work/src" "$work/back" &&
 		cmp -s -n $((8 << 20)) "$work/src" "$work/img"; then
-		ktap_ok "$name"
-	else
-		while IFS= read -r l; do ktap_info "dd: $l"; done <"$work/dd.err"
-		ktap_fail "$name"
+		return 0
 	fi
+	while IFS= read -r l; do ktap_info "dd: $l"; done <"$work/dd.err"
+	ktap_info "the bytes read back, or the target's file, differ from those written"
+	return 1
 }
 
 type_points() {
@@ -131,7 +150,7 @@ type_points() {
 		ip addr add "$ip4/24" dev "$veth" &&
 		ip link set "$veth" up && ip link set "${veth}p" up &&
 		rdma link add "$cur_dev" type "$t" netdev "$veth" &&
-		wait_for 20 eval "rdma link show $cur_dev/1 | grep -q ACTIVE"
+		wait_for 20 fabric_dev_ready "$cur_dev" "$ip4"
 	check "$t: device $cur_dev on $veth ($ip4) in the initial namespace" test $? = 0
 
 	truncate -s 32M "$work/img"
@@ -160,14 +179,34 @@ type_points() {
 		dmesg | grep -iE "nvme|metaroce" | tail -8 | while IFS= read -r l; do ktap_info "$l"; done
 		ktap_fail "$t: nvme connect -t rdma"
 		for i in 4 5 6; do ktap_skip "$t: point $i" "not connected"; done
+		# (a controller that did connect goes before its target)
+		nvme disconnect -n "$cur_nqn" >/dev/null 2>&1
 		check "$t: target removed" target_down
 		teardown
 		return
 	fi
-	roundtrip "$t: 8 MiB written (O_DIRECT), read back and in the target's file, identical" "$disk"
-	tc qdisc add dev lo root netem loss 1%
-	roundtrip "$t: the same under 1% loss on the loopback device" "$disk"
-	tc qdisc del dev lo root 2>/dev/null
+	check "$t: 8 MiB written (O_DIRECT), read back and in the target's file, identical" \
+		roundtrip "$disk"
+	# MetaRoCE must have resent what was lost (else the loss did not
+	# reach its traffic and the point proves nothing).
+	local name="$t: the same under 1% loss on the loopback device" before after rc
+	before=$(resent "$cur_dev")
+	if tc qdisc add dev lo root netem loss 1%; then
+		lo_netem=1
+		roundtrip "$disk"
+		rc=$?
+		tc qdisc del dev lo root 2>/dev/null
+		lo_netem=0
+		after=$(resent "$cur_dev")
+		[ "$t" = metaroce ] && ktap_info "$t: $((after - before)) packets resent under loss"
+		if [ "$t" = metaroce ] && [ "$rc" = 0 ] && ! [ "$after" -gt "$before" ]; then
+			ktap_info "$t: no packet was resent: the loss did not reach the device's traffic"
+			rc=1
+		fi
+		check "$name" test "$rc" = 0
+	else
+		ktap_fail "$name (tc qdisc add dev lo root netem failed)"
+	fi
 	check "$t: nvme disconnect" eval "nvme disconnect -n $cur_nqn >/dev/null 2>&1 && ! host_disk $cur_nqn >/dev/null"
 	check "$t: target removed" target_down
 	teardown

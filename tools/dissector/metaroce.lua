@@ -71,6 +71,7 @@ f.msglen = ProtoField.uint32("metaroce.msglen", "Message length", base.DEC)
 f.rkey = ProtoField.uint32("metaroce.rkey", "Remote key", base.HEX)
 f.raddr = ProtoField.uint64("metaroce.raddr", "Remote address", base.HEX)
 f.imm = ProtoField.uint32("metaroce.imm", "Immediate data", base.HEX)
+f.invkey = ProtoField.uint32("metaroce.invalidate_key", "Key to invalidate", base.HEX)
 f.swap_add = ProtoField.uint64("metaroce.swap_add", "Swap / add", base.HEX)
 f.compare = ProtoField.uint64("metaroce.compare", "Compare", base.HEX)
 f.origin_path = ProtoField.uint16("metaroce.origin_path", "Origin path", base.DEC)
@@ -164,7 +165,7 @@ local function data(buf, tree, flags)
 		return "Data (unknown opcode)"
 	end
 	if buf(o + 1, 1):uint() ~= 0 and not consumes_receive(op) then
-		bad(tree, opi, "a receive sequence number on an operation other than Send")
+		bad(tree, opi, "a receive sequence number on an operation that consumes no receive")
 	end
 	o = o + DATA_FIXED
 	local need = o + (has_remote(op) and 12 or 0) + (has_imm(op) and 4 or 0)
@@ -179,7 +180,7 @@ local function data(buf, tree, flags)
 		o = o + 12
 	end
 	if has_imm(op) then
-		tree:add(f.imm, buf(o, 4))
+		tree:add(op == 8 and f.invkey or f.imm, buf(o, 4))
 		o = o + 4
 	end
 	if is_atomic(op) then

@@ -341,7 +341,8 @@ static int fast_reg(struct ctx *c)
 	memset(c->dst, 0, BUF_SIZE);
 	for (i = 0; i < len; i++)
 		c->src[i] = pattern(77, i);
-	/* Registered: the peer's Write lands across the first page boundary. */
+	/* Registered: the peer's Write starts in the region's second page and
+	 * crosses into its third. */
 	ret = reg_mr(c, mr, ib_inc_rkey(mr->rkey));
 	if (!ret)
 		ret = write_to(c, mr, off, len, IB_WC_SUCCESS);

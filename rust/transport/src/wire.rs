@@ -139,7 +139,8 @@ pub enum Opcode {
 }
 
 impl Opcode {
-    fn from_u8(v: u8) -> Option<Self> {
+    /// The operation of wire value `v`, if it is one.
+    pub fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             0 => Self::Send,
             1 => Self::SendImm,
