@@ -7,7 +7,8 @@
 # wrong lkey; posting in RESET/INIT; flushing in the error state; a Send longer
 # than the receive; dest_qp above 24 bits; deregistering with work
 # outstanding; Reads and atomics against max_rd_atomic/max_dest_rd_atomic and
-# the device's limits; state transitions verbs does not define) runs on a
+# the device's limits; state transitions verbs does not define; a Send with
+# Invalidate of a key the peer may not invalidate) runs on a
 # fresh QP pair and is one test point here (`mr-negative -l` lists them).
 #
 #   NEG_TYPE=rxe|metaroce   the device type (default metaroce)

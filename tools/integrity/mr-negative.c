@@ -163,6 +163,14 @@
  *                              Write with Immediate's receive completes
  *                              with its immediate and 0 bytes, nothing of
  *                              the server's changes
+ *  29 send_with_inv_not_granted
+ *                              a Send with Invalidate naming the key of
+ *                              the server's ordinary region (remote write
+ *                              granted; a user has no fast registration,
+ *                              the only kind a peer may end): refused, the
+ *                              sender's completion IBV_WC_REM_INV_REQ_ERR,
+ *                              the receive never completes successfully,
+ *                              and the region still deregisters
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -208,7 +216,7 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
        C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH, C_ZERO_LEN,
-       NCASES = C_ZERO_LEN };
+       C_SEND_INV, NCASES = C_SEND_INV };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -259,6 +267,7 @@ static const char *const case_name[NCASES + 1] = {
 	"solicited_send_wakes_the_waiter",
 	"wr_batch_all_or_nothing",
 	"zero_length_skips_rkey",
+	"send_with_inv_not_granted",
 };
 
 static struct {
@@ -914,6 +923,19 @@ static void server_prepare(struct cs *s)
 		    ibv_req_notify_cq(s->cq, 1))
 			die("ibv_req_notify_cq(solicited only) failed");
 		break;
+	case C_SEND_INV: {
+		/* an ordinary region peers may write, and one receive in it */
+		make_buf(s, V_ALLOC, 2);
+		s->mr[0] = reg(s->buf, s->len, full);
+		f[3] = (uintptr_t)s->buf;
+		f[4] = 64;
+		f[5] = s->mr[0]->rkey;
+		int rc = post_recv1(s->qp, 0x100, s->buf + V_OFF, PAGE,
+				    s->mr[0]->lkey, NULL);
+		if (rc)
+			die("ibv_post_recv: %s", strerror(rc));
+		break;
+	}
 	case C_SEND_LONG: {
 		make_buf(s, V_ALLOC, 2);
 		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
@@ -1008,6 +1030,21 @@ static void server_check(struct cs *s, const struct wire *done)
 		expect_quiet(s, "the send with a wrong lkey reached the peer");
 		check_unchanged(s, "receive buffer", 0, 0, 0, 0);
 		break;
+	case C_SEND_INV: {
+		/* An error completion (the QP failed) is allowed; a receive
+		 * completed as if the key had been invalidated is not. */
+		while (poll_one(s->cq, &wc, quiet_deadline()) == 1)
+			if (wc.status == IBV_WC_SUCCESS)
+				vfail(&s->v, "the Send with Invalidate of an "
+				      "ordinary region's key completed its "
+				      "receive (flags %#x)", wc.wc_flags);
+		if (!ibv_dereg_mr(s->mr[0]))
+			s->mr[0] = NULL;
+		else
+			vfail(&s->v, "the region named by the Send with "
+			      "Invalidate no longer deregisters");
+		break;
+	}
 	case C_DEST_HIGH:
 		expect_quiet(s, "a Send from a QP that named this QP's number "
 			     "plus bit 31 reached this QP's receive");
@@ -2226,6 +2263,24 @@ static void client_act(struct cs *s)
 			       "receive posted", IBV_WC_REM_OP_ERR,
 			       IBV_WC_RNR_RETRY_EXC_ERR);
 		break;
+	case C_SEND_INV: {
+		struct ibv_sge sg = { (uintptr_t)s->buf, 64, s->mr[0]->lkey };
+		struct ibv_send_wr w = {
+			.wr_id = 0x10, .sg_list = &sg, .num_sge = 1,
+			.opcode = IBV_WR_SEND_WITH_INV,
+			.send_flags = IBV_SEND_SIGNALED,
+			.invalidate_rkey = (uint32_t)t[5],
+		}, *bad = NULL;
+
+		rc = ibv_post_send(s->qp, &w, &bad);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			break;
+		}
+		st = expect_wc(s, 0x10, "Send with Invalidate of an ordinary "
+			       "region's key", IBV_WC_REM_INV_REQ_ERR, -1);
+		break;
+	}
 	case C_SEND_LKEY:
 		rc = post_send1(s->qp, 0x10, IBV_WR_SEND, s->buf, 256,
 				wrong_key(s, s->mr[0]->lkey), 0, 0, NULL);
