@@ -127,15 +127,10 @@ impl Umem {
         if end > self.len {
             return Err(EINVAL);
         }
-        let mut done = 0usize;
-        let mut pos = self.first_offset + off as usize;
-        while done < len {
-            let page = *self.pages.get(pos / PAGE).ok_or(EINVAL)?;
-            let in_page = pos % PAGE;
-            let n = (PAGE - in_page).min(len - done);
-            f(page, in_page, n, done);
-            done += n;
-            pos += n;
+        for (page, in_page, piece) in page_pieces(self.first_offset as u64, off, len, PAGE as u64) {
+            let page = usize::try_from(page).map_err(|_| EINVAL)?;
+            let page = *self.pages.get(page).ok_or(EINVAL)?;
+            f(page, in_page as usize, piece.len(), piece.start);
         }
         Ok(())
     }
@@ -161,6 +156,33 @@ impl Umem {
             unsafe { bindings::mr_memcpy_from_page(p.add(done).cast(), page, in_page, n) }
         })
     }
+}
+
+/// The page pieces of bytes `[off, off + len)` of a region laid over pages
+/// of `page_size` bytes whose first byte is `first` bytes into the first
+/// page: for each piece, the page's index in the region, the offset in that
+/// page, and the piece's range in the caller's buffer. The caller checks
+/// that the range lies within the region; a `page_size` of 0 gives none.
+pub(crate) fn page_pieces(
+    first: u64,
+    off: u64,
+    len: usize,
+    page_size: u64,
+) -> impl Iterator<Item = (u64, u64, core::ops::Range<usize>)> {
+    let mut done = 0usize;
+    let mut pos = first.saturating_add(off);
+    core::iter::from_fn(move || {
+        if done >= len || page_size == 0 {
+            return None;
+        }
+        let in_page = pos % page_size;
+        let room = usize::try_from(page_size - in_page).unwrap_or(usize::MAX);
+        let n = room.min(len - done);
+        let piece = (pos / page_size, in_page, done..done + n);
+        done += n;
+        pos = pos.saturating_add(n as u64);
+        Some(piece)
+    })
 }
 
 /// A new translation for a memory region (`ibv_rereg_mr` with

@@ -17,7 +17,7 @@
 //! block of 256 keys. Fast keys have bit 31 set and ordinary keys have it
 //! clear (mr.rs), so the two kinds never meet.
 
-use crate::abstractions::memory::KernelMemory;
+use crate::abstractions::memory::{page_pieces, KernelMemory};
 use kernel::prelude::*;
 
 /// The most pages of one fast registration (`max_fast_reg_page_list_len`).
@@ -115,16 +115,10 @@ impl Pages {
         if end > self.len || self.page_size == 0 {
             return Err(EINVAL);
         }
-        let mut done = 0usize;
-        let mut pos = self.first + off;
-        while done < len {
-            let page = usize::try_from(pos / self.page_size).map_err(|_| EINVAL)?;
+        for (page, in_page, piece) in page_pieces(self.first, off, len, self.page_size) {
+            let page = usize::try_from(page).map_err(|_| EINVAL)?;
             let base = *self.addrs.get(page).ok_or(EINVAL)?;
-            let in_page = pos % self.page_size;
-            let n = ((self.page_size - in_page) as usize).min(len - done);
-            f(base.checked_add(in_page).ok_or(EINVAL)?, done..done + n)?;
-            done += n;
-            pos += n as u64;
+            f(base.checked_add(in_page).ok_or(EINVAL)?, piece)?;
         }
         Ok(())
     }

@@ -153,17 +153,13 @@ impl MrTable {
         }
     }
 
-    /// The fast registration of domain `pd` that owns `key`'s block.
+    /// The region of domain `pd` that owns fast key `key`'s block (the
+    /// caller checks it is a fast registration).
     fn fast_mut(&mut self, pd: PdId, key: u32) -> Result<&mut MrEntry, FastError> {
-        let e = self
-            .mrs
+        self.mrs
             .get_mut(&block_of(key))
             .filter(|e| e.pd == pd && is_fast_key(key))
-            .ok_or(FastError::NoRegion)?;
-        if !matches!(e.mem, Mem::Fast(_)) {
-            return Err(FastError::NoRegion);
-        }
-        Ok(e)
+            .ok_or(FastError::NoRegion)
     }
 
     /// Adds a free fast registration of domain `pd` in `node` (the caller

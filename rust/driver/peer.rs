@@ -593,8 +593,7 @@ impl Peer {
                     } else {
                         // Sent again to the new incarnation, as new: a "no
                         // queue pair" from the old one no longer counts.
-                        // A local operation that ran is not run again.
-                        for e in st.sq.iter_mut().filter(|e| !e.wr.op.is_local()) {
+                        for e in st.sq.iter_mut() {
                             e.posted = false;
                             e.done = None;
                             e.gone = false;

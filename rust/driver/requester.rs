@@ -223,7 +223,7 @@ impl QpShared {
         if !matches!(st.state, QpState::Rts | QpState::Sqd) || !st.first_unposted_may_go() {
             return false;
         }
-        let Some(e) = st.sq.iter_mut().find(|e| !e.posted) else {
+        let Some(e) = st.first_unposted().and_then(|i| st.sq.get_mut(i)) else {
             return false;
         };
         let r = match e.wr.op {

@@ -404,12 +404,11 @@ impl QpShared {
             };
             // A CQ armed for solicited completions only wakes for the
             // messages the sender marked (errors always wake it: cq.rs).
-            let mut wc = self.wc(r.wr_id, WcStatus::Success, op, m.len, m.imm, st.dest_qp);
-            if invalidated.is_some() {
-                // The immediate slot carried the key, not immediate data.
-                wc.imm = None;
-                wc.invalidated = invalidated;
-            }
+            // After a Send with Invalidate the immediate slot carried the
+            // key, not immediate data.
+            let imm = if invalidated.is_some() { None } else { m.imm };
+            let mut wc = self.wc(r.wr_id, WcStatus::Success, op, m.len, imm, st.dest_qp);
+            wc.invalidated = invalidated;
             self.rcq.push(wc, m.solicited);
         }
         if progressed {

@@ -437,6 +437,14 @@ impl QpInner {
             || self.owed.last().is_some_and(|o| !o.posted)
     }
 
+    /// The place of the first request not handed on yet. Requests are
+    /// handed on in order, and a peer's restart hands all of them back, so
+    /// those handed on are a prefix of the queue: a binary search finds it.
+    pub(super) fn first_unposted(&self) -> Option<usize> {
+        let i = self.sq.partition_point(|e| e.posted);
+        (i < self.sq.len()).then_some(i)
+    }
+
     /// Whether there is a request not handed on yet that may go now:
     /// anything but a local operation (REG_MR, LOCAL_INV), which waits
     /// until every request before it is over. A LOCAL_INV must (their bytes
@@ -444,7 +452,7 @@ impl QpInner {
     /// be reported flushed, as never done, if one of them failed, while the
     /// region stayed valid.
     pub(super) fn first_unposted_may_go(&self) -> bool {
-        match self.sq.iter().position(|e| !e.posted) {
+        match self.first_unposted() {
             Some(i) => i == 0 || !self.sq.get(i).is_some_and(|e| e.wr.op.is_local()),
             None => false,
         }

@@ -908,8 +908,13 @@ static void server_prepare(struct cs *s)
 	case C_UNSOLICITED:
 	case C_SOLICITED:
 	case C_ZERO_LEN:
+	case C_SEND_INV:
 		make_buf(s, V_ALLOC, 2);
-		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
+		/* send_with_inv_not_granted names the key of an ordinary region
+		 * peers may write */
+		s->mr[0] = reg(s->buf, s->len,
+			       s->n == C_SEND_INV ? full : IBV_ACCESS_LOCAL_WRITE);
+		f[5] = s->mr[0]->rkey;
 		/* one receive; four for post_in_reset_init, so that sends
 		 * wrongly executed later are seen, not stuck in RNR */
 		for (int i = 0; i < (s->n == C_POST_STATE ? 4 : 1); i++) {
@@ -923,19 +928,6 @@ static void server_prepare(struct cs *s)
 		    ibv_req_notify_cq(s->cq, 1))
 			die("ibv_req_notify_cq(solicited only) failed");
 		break;
-	case C_SEND_INV: {
-		/* an ordinary region peers may write, and one receive in it */
-		make_buf(s, V_ALLOC, 2);
-		s->mr[0] = reg(s->buf, s->len, full);
-		f[3] = (uintptr_t)s->buf;
-		f[4] = 64;
-		f[5] = s->mr[0]->rkey;
-		int rc = post_recv1(s->qp, 0x100, s->buf + V_OFF, PAGE,
-				    s->mr[0]->lkey, NULL);
-		if (rc)
-			die("ibv_post_recv: %s", strerror(rc));
-		break;
-	}
 	case C_SEND_LONG: {
 		make_buf(s, V_ALLOC, 2);
 		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
