@@ -156,6 +156,69 @@ bool mr_skb_ce4(const struct sk_buff *skb)
 }
 
 
+bool mr_skb_is_ip6(const struct sk_buff *skb)
+{
+	return ip_hdr(skb)->version == 6;
+}
+
+struct in6_addr mr_skb_saddr6(const struct sk_buff *skb)
+{
+	return ipv6_hdr(skb)->saddr;
+}
+
+struct in6_addr mr_skb_daddr6(const struct sk_buff *skb)
+{
+	return ipv6_hdr(skb)->daddr;
+}
+
+bool mr_skb_ce6(const struct sk_buff *skb)
+{
+	return INET_ECN_is_ce(ipv6_get_dsfield(ipv6_hdr(skb)));
+}
+
+int mr_addr_ifindex6(const struct sock *sk, const struct in6_addr *addr)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	struct net_device *dev = ipv6_dev_find(sock_net(sk), addr, NULL);
+
+	return dev ? dev->ifindex : 0;
+#else
+	return 0;
+#endif
+}
+
+int mr_udp_sock_create6(struct net *net, struct udp_port_cfg *cfg, struct socket **sockp)
+{
+	return udp_sock_create6(net, cfg, sockp);
+}
+
+struct dst_entry *mr_ip6_dst_lookup_flow(struct net *net, const struct sock *sk, struct flowi6 *fl6)
+{
+	return ip6_dst_lookup_flow(net, sk, fl6, NULL);
+}
+
+unsigned int mr_dst_headroom(struct dst_entry *dst)
+{
+	return LL_RESERVED_SPACE(dst->dev);
+}
+
+void mr_dst_release(struct dst_entry *dst)
+{
+	dst_release(dst);
+}
+
+void mr_udp6_xmit(struct dst_entry *dst, struct sock *sk, struct sk_buff *skb,
+		  const struct in6_addr *saddr, const struct in6_addr *daddr,
+		  u8 tclass, __be16 sport, __be16 dport)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	udp_tunnel6_xmit_skb(dst, sk, skb, dst->dev, saddr, daddr, tclass, 64, 0, sport, dport, false, 0);
+#else
+	kfree_skb(skb);
+	dst_release(dst);
+#endif
+}
+
 void mr_skb_reserve(struct sk_buff *skb, int len)
 {
 	skb_reserve(skb, len);

@@ -20,6 +20,9 @@
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <net/ipv6.h>
+#include <net/addrconf.h>
+#include <net/ip6_route.h>
 #include <net/netns/generic.h>
 #include <linux/rtnetlink.h>
 #include <net/netlink.h>
@@ -64,6 +67,20 @@ bool mr_is_err(const void *ptr);
 long mr_ptr_err(const void *ptr);
 void mr_ip_rt_put(struct rtable *rt);
 struct sock *mr_socket_sk(struct socket *sock);
+
+/* IPv6: each a stub answering "not supported" in a kernel without it. */
+bool mr_skb_is_ip6(const struct sk_buff *skb);
+struct in6_addr mr_skb_saddr6(const struct sk_buff *skb);
+struct in6_addr mr_skb_daddr6(const struct sk_buff *skb);
+bool mr_skb_ce6(const struct sk_buff *skb);
+int mr_addr_ifindex6(const struct sock *sk, const struct in6_addr *addr);
+int mr_udp_sock_create6(struct net *net, struct udp_port_cfg *cfg, struct socket **sockp);
+struct dst_entry *mr_ip6_dst_lookup_flow(struct net *net, const struct sock *sk, struct flowi6 *fl6);
+unsigned int mr_dst_headroom(struct dst_entry *dst);
+void mr_dst_release(struct dst_entry *dst);
+void mr_udp6_xmit(struct dst_entry *dst, struct sock *sk, struct sk_buff *skb,
+		  const struct in6_addr *saddr, const struct in6_addr *daddr,
+		  u8 tclass, __be16 sport, __be16 dport);
 
 struct nlattr *mr_nla_nest_start(struct sk_buff *skb, int attrtype);
 void mr_nla_nest_end(struct sk_buff *skb, struct nlattr *start);

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The data path's kernel services: a UDP tunnel socket whose receive callback
-//! runs in softirq, IPv4 transmission of UDP datagrams built here, and a
-//! high-resolution timer that fires in softirq context.
+//! The data path's kernel services: UDP tunnel sockets (IPv4 and IPv6) whose
+//! receive callback runs in softirq, transmission of UDP datagrams built
+//! here over either family, and a high-resolution timer that fires in
+//! softirq context.
 //!
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h),
 //! [`include/linux/hrtimer.h`](srctree/include/linux/hrtimer.h)
 
 use super::sync::SpinLockBh;
-use super::{bindings, netdev::NetDevice};
+use super::{bindings, netdev::NetDevice, types::IpAddr};
 use crate::transport::wire;
 use core::marker::PhantomData;
 use kernel::{
@@ -22,10 +23,10 @@ use kernel::{
 
 /// A datagram that arrived on the tunnel port.
 pub(crate) struct RxPacket<'a> {
-    /// Source IPv4 address, network order.
-    pub(crate) saddr: [u8; 4],
-    /// Destination IPv4 address, network order.
-    pub(crate) daddr: [u8; 4],
+    /// Source address (IPv4-mapped for an IPv4 datagram).
+    pub(crate) saddr: IpAddr,
+    /// Destination address.
+    pub(crate) daddr: IpAddr,
     /// For a UD datagram (which names a QP number, not a connection): the
     /// index of the namespace's net device that has the destination
     /// address, so that the device on it takes the datagram (0: none, or
@@ -50,7 +51,8 @@ pub(crate) trait UdpHandler: Send + Sync + 'static {
 }
 
 /// The MetaRoCE UDP port of one network namespace, shared by the devices in
-/// it: one kernel UDP tunnel socket whose receive callback runs in softirq.
+/// it: kernel UDP tunnel sockets, one per address family, whose receive
+/// callback runs in softirq.
 /// It is opened by the first device of the namespace and closed when the
 /// namespace goes away (or the module does), like soft-RoCE's.
 pub(crate) struct NetPort<H: UdpHandler> {
@@ -58,12 +60,15 @@ pub(crate) struct NetPort<H: UdpHandler> {
 }
 
 struct PortInner<H> {
-    /// The socket; null once the namespace is going away.
+    /// The IPv4 socket; null once the namespace is going away.
     sk: *mut bindings::sock,
+    /// The IPv6 socket (IPv6 only); null in a kernel or namespace without
+    /// IPv6, and once the namespace is going away.
+    sk6: *mut bindings::sock,
     devs: KVec<Arc<H>>,
 }
 
-// SAFETY: The socket pointer is only used under the lock, while it is set.
+// SAFETY: The socket pointers are only used under the lock, while set.
 unsafe impl<H: Send + Sync> Send for PortInner<H> {}
 
 /// The IP TOS byte of every MetaRoCE datagram: ECN-capable transport
@@ -84,14 +89,94 @@ pub(crate) enum TxError {
     Fill,
 }
 
+/// A held route of one datagram, with its addresses; released when dropped
+/// unless [`Route::xmit`] passed it on with the datagram.
+enum Route {
+    V4 {
+        rt: *mut bindings::rtable,
+        saddr: u32,
+        daddr: u32,
+    },
+    V6 {
+        dst: *mut bindings::dst_entry,
+        saddr: bindings::in6_addr,
+        daddr: bindings::in6_addr,
+    },
+}
+
+impl Route {
+    /// Room for the link-layer header in front of the datagram.
+    fn headroom(&self) -> usize {
+        // SAFETY: The route is held; its device is valid while it is.
+        (unsafe {
+            match self {
+                Route::V4 { rt, .. } => bindings::mr_rt_headroom(*rt),
+                Route::V6 { dst, .. } => bindings::mr_dst_headroom(*dst),
+            }
+        }) as usize
+    }
+
+    /// Sends `skb` (the UDP payload) on `sk`, the socket of the route's
+    /// family, open under the port's lock; the route goes with it.
+    fn xmit(self, sk: *mut bindings::sock, skb: *mut bindings::sk_buff, sport: u16, dport: u16) {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: The route is held and its reference passes to the call
+        // with the skb (ours); `sk` is open, as the caller guarantees.
+        unsafe {
+            match &*this {
+                Route::V4 { rt, saddr, daddr } => bindings::udp_tunnel_xmit_skb(
+                    *rt,
+                    sk,
+                    skb,
+                    *saddr,
+                    *daddr,
+                    ECT0,
+                    64,
+                    0,
+                    sport.to_be(),
+                    dport.to_be(),
+                    false,
+                    false,
+                    0,
+                ),
+                Route::V6 { dst, saddr, daddr } => bindings::mr_udp6_xmit(
+                    *dst,
+                    sk,
+                    skb,
+                    saddr,
+                    daddr,
+                    ECT0,
+                    sport.to_be(),
+                    dport.to_be(),
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        // SAFETY: Held, and not passed on (`xmit` does not drop).
+        unsafe {
+            match self {
+                Route::V4 { rt, .. } => bindings::mr_ip_rt_put(*rt),
+                Route::V6 { dst, .. } => bindings::mr_dst_release(*dst),
+            }
+        }
+    }
+}
+
 impl<H: UdpHandler> NetPort<H> {
     /// Stops sending and receiving: the namespace is going away.
     // Raw pointers are `Default` (so `mem::take` would do) only from Rust 1.88 on.
     #[allow(clippy::mem_replace_with_default)]
-    fn close(&self) -> *mut bindings::sock {
+    fn close(&self) -> [*mut bindings::sock; 2] {
         let mut i = self.inner.lock();
         i.devs.clear();
-        core::mem::replace(&mut i.sk, core::ptr::null_mut())
+        [
+            core::mem::replace(&mut i.sk, core::ptr::null_mut()),
+            core::mem::replace(&mut i.sk6, core::ptr::null_mut()),
+        ]
     }
 
     /// Removes a device from the port (it stays open for the namespace).
@@ -100,23 +185,71 @@ impl<H: UdpHandler> NetPort<H> {
         i.devs.retain(|d| !Arc::ptr_eq(d, dev));
     }
 
-    /// Sends a UDP datagram from `sport` to `daddr:dport` (IPv4, network
-    /// order): `header` followed by `payload_len` bytes written by `fill`.
-    /// Runs in any context (atomic allocation). The port's lock is held for
-    /// the route lookup and for the transmission, not while `fill` runs: the
-    /// caller's locks may be taken there, and the port's lock is the last
-    /// taken of all.
-    // Its C structures are filled field by field, as their C users fill them.
-    #[allow(clippy::field_reassign_with_default)]
+    /// Sends a UDP datagram from `sport` to the MetaRoCE port of `daddr`:
+    /// `header`
+    /// followed by `payload_len` bytes written by `fill`. `oif` is the index
+    /// of the net device a link-local IPv6 destination is reached through
+    /// (its scope); other destinations are routed. Runs in any context
+    /// (atomic allocation). The port's lock is held for the route lookup and
+    /// for the transmission, not while `fill` runs: the caller's locks may
+    /// be taken there, and the port's lock is the last taken of all.
     pub(crate) fn send(
         &self,
-        daddr: [u8; 4],
+        daddr: IpAddr,
+        oif: i32,
         sport: u16,
-        dport: u16,
         header: &[u8],
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result,
     ) -> Result<(), TxError> {
+        let dport = crate::transport::framing::UDP_PORT;
+        let route = match daddr.v4() {
+            Some(v4) => self.route4(v4, sport, dport)?,
+            None => self.route6(&daddr, oif, sport, dport)?,
+        };
+        let total = header.len() + payload_len;
+        // IP and UDP headers: 40 + 8 at most.
+        let head = route.headroom() + 48;
+        // SAFETY: Plain allocation.
+        let skb = unsafe { bindings::mr_alloc_skb((head + total) as u32) };
+        if skb.is_null() {
+            return Err(TxError::NoMem);
+        }
+        // SAFETY: `skb` is new with `head + total` bytes of room.
+        let buf = unsafe {
+            bindings::mr_skb_reserve(skb, head as c_int);
+            let p = bindings::mr_skb_put(skb, total as u32).cast::<u8>();
+            core::slice::from_raw_parts_mut(p, total)
+        };
+        buf[..header.len()].copy_from_slice(header);
+        if fill(&mut buf[header.len()..]).is_err() {
+            // SAFETY: Ours.
+            unsafe { bindings::mr_kfree_skb(skb) };
+            return Err(TxError::Fill);
+        }
+        let i = self.inner.lock();
+        let sk = match route {
+            Route::V4 { .. } => i.sk,
+            Route::V6 { .. } => i.sk6,
+        };
+        if sk.is_null() {
+            // Closed while the payload was written (the namespace is going
+            // away): the socket is no longer ours to send on.
+            // SAFETY: Ours.
+            unsafe { bindings::mr_kfree_skb(skb) };
+            return Err(TxError::Closed);
+        }
+        // The socket is open (set, under the lock we hold: it is only ever
+        // cleared, never replaced, so it is the one the route was looked up
+        // for).
+        route.xmit(sk, skb, sport, dport);
+        Ok(())
+    }
+
+    /// The IPv4 route to `daddr` for a datagram between the two ports.
+    // Its C structures are filled field by field, as their C users fill them.
+    #[allow(clippy::field_reassign_with_default)]
+    fn route4(&self, daddr: [u8; 4], sport: u16, dport: u16) -> Result<Route, TxError> {
         let i = self.inner.lock();
         if i.sk.is_null() {
             return Err(TxError::Closed);
@@ -134,69 +267,54 @@ impl<H: UdpHandler> NetPort<H> {
         // SAFETY: `sk` is open (set under the lock) and so is its namespace;
         // `fl` is valid for the call.
         let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
-        drop(i);
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(rt.cast()) } {
             return Err(TxError::NoRoute);
         }
-        let total = header.len() + payload_len;
-        // SAFETY: `rt` is a held route; its device is valid while held.
-        let head = unsafe { bindings::mr_rt_headroom(rt) } as usize + 28;
-        // SAFETY: Plain allocation.
-        let skb = unsafe { bindings::mr_alloc_skb((head + total) as u32) };
-        if skb.is_null() {
-            // SAFETY: `rt` is held.
-            unsafe { bindings::mr_ip_rt_put(rt) };
-            return Err(TxError::NoMem);
-        }
-        // SAFETY: `skb` is new with `head + total` bytes of room.
-        let buf = unsafe {
-            bindings::mr_skb_reserve(skb, head as c_int);
-            let p = bindings::mr_skb_put(skb, total as u32).cast::<u8>();
-            core::slice::from_raw_parts_mut(p, total)
-        };
-        buf[..header.len()].copy_from_slice(header);
-        if fill(&mut buf[header.len()..]).is_err() {
-            // SAFETY: Both are ours.
-            unsafe {
-                bindings::mr_kfree_skb(skb);
-                bindings::mr_ip_rt_put(rt);
-            }
-            return Err(TxError::Fill);
-        }
+        Ok(Route::V4 {
+            rt,
+            saddr: fl.saddr,
+            daddr: fl.daddr,
+        })
+    }
+
+    /// The IPv6 route to `daddr` for a datagram between the two ports, with
+    /// the source address the stack chose.
+    // Its C structures are filled field by field, as their C users fill them.
+    #[allow(clippy::field_reassign_with_default)]
+    fn route6(&self, daddr: &IpAddr, oif: i32, sport: u16, dport: u16) -> Result<Route, TxError> {
         let i = self.inner.lock();
-        if i.sk.is_null() {
-            // Closed while the payload was written (the namespace is going
-            // away): the socket is no longer ours to send on.
-            // SAFETY: Both are ours.
-            unsafe {
-                bindings::mr_kfree_skb(skb);
-                bindings::mr_ip_rt_put(rt);
-            }
-            return Err(TxError::Closed);
+        if i.sk6.is_null() {
+            return Err(if i.sk.is_null() {
+                TxError::Closed
+            } else {
+                TxError::NoRoute
+            });
         }
-        // SAFETY: `rt` is held and its reference passes to the call with the
-        // skb; `sk` is open (set, under the lock we hold: it is only ever
-        // cleared, never replaced, so it is the socket the route was looked
-        // up for).
-        unsafe {
-            bindings::udp_tunnel_xmit_skb(
-                rt,
-                i.sk,
-                skb,
-                fl.saddr,
-                fl.daddr,
-                ECT0,
-                64,
-                0,
-                sport.to_be(),
-                dport.to_be(),
-                false,
-                false,
-                0,
-            );
+        let mut fl = bindings::flowi6::default();
+        fl.daddr.in6_u.u6_addr8 = daddr.0;
+        fl.__fl_common.flowic_proto = 17;
+        if daddr.is_link_local() {
+            fl.__fl_common.flowic_oif = oif;
         }
-        Ok(())
+        fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
+            dport: dport.to_be(),
+            sport: sport.to_be(),
+        };
+        // SAFETY: `sk6` is open (set under the lock) and so is its
+        // namespace; `fl` is valid for the call.
+        let dst = unsafe {
+            bindings::mr_ip6_dst_lookup_flow(bindings::mr_sock_net(i.sk6), i.sk6, &mut fl)
+        };
+        // SAFETY: Checking an error pointer.
+        if unsafe { bindings::mr_is_err(dst.cast()) } {
+            return Err(TxError::NoRoute);
+        }
+        Ok(Route::V6 {
+            dst,
+            saddr: fl.saddr,
+            daddr: fl.daddr,
+        })
     }
 
     /// # Safety
@@ -214,42 +332,85 @@ impl<H: UdpHandler> NetPort<H> {
                 // The data starts at the UDP header.
                 if len >= 8 {
                     let bytes = core::slice::from_raw_parts(data, len);
-                    let daddr = bindings::mr_skb_daddr4(skb);
-                    let datagram = wire::peek(&bytes[8..])
-                        .is_some_and(|(t, _)| t == wire::PacketType::Datagram);
-                    let pkt = RxPacket {
-                        saddr: bindings::mr_skb_saddr4(skb).to_ne_bytes(),
-                        daddr: daddr.to_ne_bytes(),
-                        // Looked up under the receive path's RCU read lock.
-                        dst_ifindex: if datagram {
-                            bindings::mr_addr_ifindex(sk, daddr)
-                        } else {
-                            0
-                        },
-                        sport: u16::from_be_bytes([bytes[0], bytes[1]]),
-                        ce: bindings::mr_skb_ce4(skb),
-                        payload: &bytes[8..],
-                    };
-                    // The port's lock is not held while a device looks at
-                    // the packet (`owns` takes the device's own locks): the
-                    // devices are taken one at a time.
-                    let mut k = 0;
-                    let dev = loop {
-                        let d = (*port).inner.lock().devs.get(k).cloned();
-                        match d {
-                            Some(d) if d.owns(&pkt) => break Some(d),
-                            Some(_) => k += 1,
-                            None => break None,
-                        }
-                    };
-                    if let Some(d) = dev {
-                        d.receive(&pkt);
+                    if let Some(pkt) = Self::packet(sk, skb, bytes) {
+                        (*port).dispatch(&pkt);
                     }
                 }
             }
             bindings::consume_skb(skb);
         }
         0
+    }
+
+    /// The datagram `bytes` (from its UDP header on) of `skb`, which arrived
+    /// on `sk`; `None` for an IPv6 one from an IPv4-mapped address.
+    ///
+    /// # Safety
+    ///
+    /// As in `encap_rcv`: under the receive path's RCU read lock (the
+    /// device that has the destination address is looked up under it),
+    /// with `skb`'s headers set.
+    unsafe fn packet<'a>(
+        sk: *mut bindings::sock,
+        skb: *mut bindings::sk_buff,
+        bytes: &'a [u8],
+    ) -> Option<RxPacket<'a>> {
+        let payload = bytes.get(8..)?;
+        let datagram = wire::peek(payload).is_some_and(|(t, _)| t == wire::PacketType::Datagram);
+        // SAFETY: The caller's guarantees.
+        let (saddr, daddr, dst_ifindex, ce) = unsafe {
+            if bindings::mr_skb_is_ip6(skb) {
+                let d = bindings::mr_skb_daddr6(skb);
+                (
+                    IpAddr::from_ipv6_header(bindings::mr_skb_saddr6(skb).in6_u.u6_addr8)?,
+                    IpAddr(d.in6_u.u6_addr8),
+                    if datagram {
+                        bindings::mr_addr_ifindex6(sk, &d)
+                    } else {
+                        0
+                    },
+                    bindings::mr_skb_ce6(skb),
+                )
+            } else {
+                let d = bindings::mr_skb_daddr4(skb);
+                (
+                    IpAddr::from_v4(bindings::mr_skb_saddr4(skb).to_ne_bytes()),
+                    IpAddr::from_v4(d.to_ne_bytes()),
+                    if datagram {
+                        bindings::mr_addr_ifindex(sk, d)
+                    } else {
+                        0
+                    },
+                    bindings::mr_skb_ce4(skb),
+                )
+            }
+        };
+        Some(RxPacket {
+            saddr,
+            daddr,
+            dst_ifindex,
+            sport: u16::from_be_bytes([bytes[0], bytes[1]]),
+            ce,
+            payload,
+        })
+    }
+
+    /// Hands `pkt` to the first device that owns it. The port's lock is not
+    /// held while a device looks at the packet (`owns` takes the device's
+    /// own locks): the devices are taken one at a time.
+    fn dispatch(&self, pkt: &RxPacket<'_>) {
+        let mut k = 0;
+        let dev = loop {
+            let d = self.inner.lock().devs.get(k).cloned();
+            match d {
+                Some(d) if d.owns(pkt) => break Some(d),
+                Some(_) => k += 1,
+                None => break None,
+            }
+        };
+        if let Some(d) = dev {
+            d.receive(pkt);
+        }
     }
 }
 
@@ -341,6 +502,7 @@ impl<H: UdpHandler> NetPorts<H> {
                     crate::new_spinlock_bh!(
                         PortInner {
                             sk: core::ptr::null_mut(),
+                            sk6: core::ptr::null_mut(),
                             devs: KVec::new(),
                         },
                         "metaroce_port"
@@ -350,26 +512,53 @@ impl<H: UdpHandler> NetPorts<H> {
             },
             GFP_KERNEL,
         )?;
+        let sk = Self::socket(net, false)?;
+        // A kernel or namespace without IPv6 (ipv6.disable=1) serves IPv4.
+        let sk6 = Self::socket(net, true).unwrap_or(core::ptr::null_mut());
+        let raw = Arc::into_raw(port);
+        {
+            // SAFETY: `raw` is live (its reference goes to the slot).
+            let mut i = unsafe { &*raw }.inner.lock();
+            i.sk = sk;
+            i.sk6 = sk6;
+        }
+        for s in [sk, sk6] {
+            if s.is_null() {
+                continue;
+            }
+            let mut tcfg = bindings::udp_tunnel_sock_cfg::default();
+            tcfg.sk_user_data = raw.cast_mut().cast();
+            tcfg.encap_type = 1;
+            tcfg.encap_rcv = Some(NetPort::<H>::encap_rcv);
+            // SAFETY: `s` was just created; the configuration is complete;
+            // `raw` is live.
+            unsafe { bindings::setup_udp_tunnel_sock(net, s, &mut tcfg) };
+        }
+        Ok(raw)
+    }
+
+    /// A kernel UDP socket on the MetaRoCE port of `net`: IPv4, or IPv6
+    /// only (`v6`), so that the two bind the same port side by side.
+    // Its C structures are filled field by field, as their C users fill them.
+    #[allow(clippy::field_reassign_with_default)]
+    fn socket(net: *mut bindings::net, v6: bool) -> Result<*mut bindings::sock> {
         let mut cfg = bindings::udp_port_cfg::default();
-        cfg.family = bindings::AF_INET as u8;
         cfg.local_udp_port = crate::transport::framing::UDP_PORT.to_be();
         let mut sock: *mut bindings::socket = core::ptr::null_mut();
         // SAFETY: `net` is live (a device of it is being added); `cfg` and
         // `sock` are valid for the call.
-        to_result(unsafe { bindings::udp_sock_create4(net, &mut cfg, &mut sock) })?;
-        let raw = Arc::into_raw(port);
-        let mut tcfg = bindings::udp_tunnel_sock_cfg::default();
-        tcfg.sk_user_data = raw.cast_mut().cast();
-        tcfg.encap_type = 1;
-        tcfg.encap_rcv = Some(NetPort::<H>::encap_rcv);
-        // SAFETY: `sock` was just created; the configuration is complete;
-        // `raw` is live (its reference goes to the slot).
-        unsafe {
-            let sk = bindings::mr_socket_sk(sock);
-            (*raw).inner.lock().sk = sk;
-            bindings::setup_udp_tunnel_sock(net, sk, &mut tcfg);
-        }
-        Ok(raw)
+        to_result(unsafe {
+            if v6 {
+                cfg.family = bindings::AF_INET6 as u8;
+                cfg.set_ipv6_v6only(1);
+                bindings::mr_udp_sock_create6(net, &mut cfg, &mut sock)
+            } else {
+                cfg.family = bindings::AF_INET as u8;
+                bindings::udp_sock_create4(net, &mut cfg, &mut sock)
+            }
+        })?;
+        // SAFETY: Just created.
+        Ok(unsafe { bindings::mr_socket_sk(sock) })
     }
 
     /// The namespace is going away: close its port (the datagrams in flight
@@ -385,10 +574,11 @@ impl<H: UdpHandler> NetPorts<H> {
         let raw = unsafe { *Self::slot(net) };
         if !raw.is_null() {
             // SAFETY: The slot's reference keeps the port live.
-            let sk = unsafe { (*raw).close() };
-            if !sk.is_null() {
-                // SAFETY: Open until now; nothing sends on it any more.
-                unsafe { bindings::udp_tunnel_sock_release(sk) };
+            for sk in unsafe { (*raw).close() } {
+                if !sk.is_null() {
+                    // SAFETY: Open until now; nothing sends on it any more.
+                    unsafe { bindings::udp_tunnel_sock_release(sk) };
+                }
             }
         }
         // SAFETY: Taken above.

@@ -419,11 +419,113 @@ pub(crate) struct UdDest {
     pub(crate) qkey: u32,
 }
 
-/// An address handle: the IPv4 address its destination GID maps.
+/// An address handle: the IP address its destination GID holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct AhAttr {
-    /// Network order.
-    pub(crate) ip4: [u8; 4],
+    pub(crate) ip: IpAddr,
+}
+
+/// An IPv4 or IPv6 address in the form of a RoCE v2 GID: 16 bytes, network
+/// order, an IPv4 address mapped (`::ffff:a.b.c.d`). The driver keys its
+/// peers by it, so one host has one key whichever family reaches it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct IpAddr(pub(crate) [u8; 16]);
+
+impl IpAddr {
+    /// The IPv4-mapped form of `a`.
+    pub(crate) const fn from_v4(a: [u8; 4]) -> Self {
+        Self([
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+        ])
+    }
+
+    /// The address an IPv6 header carries, unless it is IPv4-mapped: that
+    /// form is the driver's key for an IPv4 host and never a real IPv6
+    /// address on the wire, so an IPv6 datagram that uses it (forged, to
+    /// pass for an IPv4 peer) is not taken.
+    pub(crate) fn from_ipv6_header(a: [u8; 16]) -> Option<Self> {
+        let a = Self(a);
+        a.v4().is_none().then_some(a)
+    }
+
+    /// The IPv4 address, if this is one.
+    pub(crate) fn v4(&self) -> Option<[u8; 4]> {
+        let g = &self.0;
+        (g[..10].iter().all(|b| *b == 0) && g[10] == 0xff && g[11] == 0xff)
+            .then(|| [g[12], g[13], g[14], g[15]])
+    }
+
+    /// Whether the address names one host a connection can be made with:
+    /// IPv4 not 0.0.0.0/8, multicast, reserved or broadcast; IPv6 not
+    /// unspecified, loopback-less (`::1` is allowed, as 127/8 is), or
+    /// multicast (`ff00::/8`), and not an IPv4-compatible or other
+    /// `::/96` form the stack would not route.
+    pub(crate) fn is_unicast(&self) -> bool {
+        if let Some(v) = self.v4() {
+            return v[0] != 0 && v[0] < 224;
+        }
+        let g = &self.0;
+        if g[0] == 0xff {
+            return false;
+        }
+        // ::1 is loopback; the rest of ::/96 is unspecified or deprecated.
+        let loopback = g[..15].iter().all(|b| *b == 0) && g[15] == 1;
+        loopback || !g[..12].iter().all(|b| *b == 0)
+    }
+
+    /// Whether it is an IPv6 link-local address (`fe80::/10`): its scope is
+    /// the interface it is reached through.
+    pub(crate) fn is_link_local(&self) -> bool {
+        self.v4().is_none() && self.0[0] == 0xfe && self.0[1] & 0xc0 == 0x80
+    }
+}
+
+/// Printed as the kernel log, telemetry and `rdma resource` show addresses:
+/// dotted decimal for IPv4, RFC 5952 text for IPv6 (the longest run of two
+/// or more zero groups as `::`, lower-case hex).
+impl core::fmt::Display for IpAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if let Some([a, b, c, d]) = self.v4() {
+            return write!(f, "{a}.{b}.{c}.{d}");
+        }
+        let mut g = [0u16; 8];
+        for (i, w) in g.iter_mut().enumerate() {
+            *w = u16::from_be_bytes([self.0[2 * i], self.0[2 * i + 1]]);
+        }
+        // The longest run of zero groups (the first of equals), if >= 2.
+        let (mut best, mut best_len, mut run) = (8, 0, 0);
+        for (i, w) in g.iter().enumerate() {
+            run = if *w == 0 { run + 1 } else { 0 };
+            if run > best_len {
+                best_len = run;
+                best = i + 1 - run;
+            }
+        }
+        if best_len < 2 {
+            best = 8;
+        }
+        let mut i = 0;
+        while i < 8 {
+            if i == best {
+                f.write_str("::")?;
+                i += best_len;
+                continue;
+            }
+            if i > 0 && i != best + best_len {
+                f.write_str(":")?;
+            }
+            write!(f, "{:x}", g[i])?;
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+// The kernel's formatting macros (`pr_info!`, `fmt!`) take their own trait.
+impl kernel::fmt::Display for IpAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
 }
 
 /// The queue pair types the device serves.
@@ -578,10 +680,8 @@ pub(crate) struct QpModify {
     pub(crate) rq_psn: Option<u32>,
     /// First PSN sent.
     pub(crate) sq_psn: Option<u32>,
-    /// The peer's IPv4 address (from the destination GID), network order.
-    pub(crate) dest_ip4: Option<[u8; 4]>,
-    /// The destination GID is not an IPv4 one: not supported.
-    pub(crate) dest_unsupported: bool,
+    /// The peer's address (the destination GID).
+    pub(crate) dest_ip: Option<IpAddr>,
     /// Outstanding RDMA Reads / atomics as initiator and as target.
     pub(crate) max_rd_atomic: Option<u8>,
     pub(crate) max_dest_rd_atomic: Option<u8>,

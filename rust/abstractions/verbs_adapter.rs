@@ -17,8 +17,9 @@ use super::{
     memory::{KernelMemory, Translation, Umem},
     ops::{no_input, udata, CqEvents, Device, DeviceOps, SrqEvents, Target},
     types::{
-        eopnotsupp, Access, AhAttr, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState, QpType,
-        RecvWr, SendOp, SendWr, Sge, SrqAttr, SrqModify, UdDest, Wc, WcOpcode, WcStatus, MAX_SGE,
+        eopnotsupp, Access, AhAttr, IpAddr, MrKeys, QpCaps, QpCreate, QpId, QpModify, QpState,
+        QpType, RecvWr, SendOp, SendWr, Sge, SrqAttr, SrqModify, UdDest, Wc, WcOpcode, WcStatus,
+        MAX_SGE,
     },
 };
 use crate::new_spinlock_bh;
@@ -637,9 +638,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             }
             // SAFETY: Reading the GID union's raw bytes.
             let gid = unsafe { a.grh.dgid.raw };
-            let attr = AhAttr {
-                ip4: ipv4_mapped(&gid).ok_or(EINVAL)?,
-            };
+            let attr = AhAttr { ip: IpAddr(gid) };
             T::create_ah(dev, &attr)?;
             // SAFETY: The core allocated `size_ib_ah` bytes for it.
             unsafe { Obj::init(ah, attr) };
@@ -784,10 +783,7 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             if has(bindings::ib_qp_attr_mask_IB_QP_AV) {
                 // SAFETY: Reading the GID union's raw bytes.
                 let gid = unsafe { a.ah_attr.grh.dgid.raw };
-                match ipv4_mapped(&gid) {
-                    Some(ip) => q.dest_ip4 = Some(ip),
-                    None => q.dest_unsupported = true,
-                }
+                q.dest_ip = Some(IpAddr(gid));
             }
             T::modify_qp(&obj.data, &q)?;
             Ok(0)
@@ -1070,12 +1066,6 @@ fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<([Sge; MAX_SGE], usiz
         };
     }
     Ok((out, n))
-}
-
-/// The IPv4 address an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) holds.
-fn ipv4_mapped(gid: &[u8; 16]) -> Option<[u8; 4]> {
-    (gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff)
-        .then(|| [gid[12], gid[13], gid[14], gid[15]])
 }
 
 /// # Safety

@@ -8,7 +8,7 @@ use super::{
     frmr::{FastMem, MAX_FAST_PAGES},
     mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
-    qp::{unicast, Qp, MAX_QP_WR, MAX_SGE},
+    qp::{Qp, MAX_QP_WR, MAX_SGE},
     quota::Kind,
     rd_atomic::MAX_RD_ATOMIC,
     requester::MAX_INLINE,
@@ -433,7 +433,7 @@ impl DeviceOps for MetaroceDevice {
 
     fn create_ah(_dev: &Device<Self>, ah: &AhAttr) -> Result {
         // Multicast needs attach_mcast, which the device does not have.
-        if !unicast(ah.ip4) {
+        if !ah.ip.is_unicast() {
             return Err(EINVAL);
         }
         Ok(())

@@ -13,16 +13,16 @@ use super::{
     rd_atomic::Initiator,
     requester::{gather, sq_index},
     responder::gather_response,
-    state::{Conn, Ipv4, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
+    state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
 };
 use crate::abstractions::{
     net::{now_ns, RxPacket, TimerHandler},
     trace::PeerTrace,
-    types::WcStatus,
+    types::{IpAddr, WcStatus},
 };
 use crate::transport::{
     conn::{Config, Connection, Received, PORT_BASE},
-    framing::{TRANSPORT_HEADER_MAX, UDP_PORT},
+    framing::TRANSPORT_HEADER_MAX,
     session::{patience_ns, HelloOutcome, Session},
     trace::TraceEvent,
     wire::{self, NakCode, Opcode, Packet, PacketType},
@@ -59,13 +59,15 @@ pub(super) const MAX_PEERS: usize = 256;
 pub(super) static EMPTY_CONN: Conn = Connection::EMPTY;
 
 /// The connection's setup for session `s` with host `ip`.
-pub(super) fn conn_config(s: &Session, ip: [u8; 4], mtu: u32) -> Config {
+pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     let mut cfg = Config::new(0, 0, paths(), mtu.clamp(256, 4096) as u16);
     // The ids are the epochs; the initial PSNs are random, exchanged in the
     // hellos: a sender who does not see the traffic has to guess a
     // 256-packet window of a path's 2^32 PSNs as well as the 32-bit epoch.
     s.configure(&mut cfg);
-    cfg.port_seed = s.epoch().rotate_left(8) ^ u32::from_ne_bytes(ip);
+    cfg.port_seed = ip.0.chunks_exact(4).fold(s.epoch().rotate_left(8), |h, w| {
+        h ^ u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+    });
     // Each path leaves this host in order (one sending context, see
     // `Peer::pump`), so a hole followed by 8 later packets is taken for a
     // loss; on a fabric that reorders within a path the receiver reports the
@@ -82,7 +84,8 @@ pub(super) fn conn_config(s: &Session, ip: [u8; 4], mtu: u32) -> Config {
     // veth and loopback) drops. 256 packets stay well within it.
     cfg.max_window = 256;
     // An ACK for every 8th packet of a path, at once when the sender asks
-    // (the end of its data, or the path's window is full), when the path's
+    // (the end of its data, the path's window is full, or its pacer holds
+    // the next packet longer than the ACK delay), when the path's
     // last hole closes, on a CE mark or a duplicate, and otherwise within
     // 500 us. Each ACK is a datagram both hosts pay for in full:
     // acknowledging every packet (as this module did) made half of all
@@ -97,7 +100,7 @@ impl Shared {
     /// every peer connection.
     fn send(
         &self,
-        dest: [u8; 4],
+        dest: IpAddr,
         sport: u16,
         hdr: &[u8],
         len: usize,
@@ -106,7 +109,7 @@ impl Shared {
         let port = self.port.lock().clone();
         if let Some(p) = port {
             // A datagram that cannot be sent is a loss; the transport recovers.
-            let _ = p.send(dest, sport, UDP_PORT, hdr, len, fill);
+            let _ = p.send(dest, self.ifindex, sport, hdr, len, fill);
         }
     }
 }
@@ -147,7 +150,7 @@ impl Peer {
         pr_info!(
             "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
             self.dev.name(),
-            Ipv4(self.ip),
+            self.ip,
             c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
             c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
         );
@@ -555,7 +558,7 @@ impl Peer {
             pr_info!(
                 "{}: peer {} silent for {} ms: queue pairs that allow less fail (retry exceeded)\n",
                 self.dev.name(),
-                Ipv4(self.ip),
+                self.ip,
                 silent / 1_000_000
             );
         }
@@ -572,7 +575,7 @@ impl Peer {
         let mtu = u32::from(ps.conn.config().max_payload);
         match ps.session.on_hello(from, isn, to, flags, now_ns()) {
             HelloOutcome::Nothing => {}
-            HelloOutcome::Rekey => ps.conn.configure(conn_config(&ps.session, self.ip, mtu)),
+            HelloOutcome::Rekey => ps.conn.configure(conn_config(&ps.session, &self.ip, mtu)),
             HelloOutcome::Reset => {
                 bump(&self.dev.counters.restarts);
                 let qps = u32::try_from(ps.streams.len()).unwrap_or(u32::MAX);
@@ -580,7 +583,7 @@ impl Peer {
                 pr_info!(
                     "{}: peer {} restarted: the queue pairs it answered fail\n",
                     self.dev.name(),
-                    Ipv4(self.ip)
+                    self.ip
                 );
                 let PeerInner { conn, streams, .. } = ps;
                 for s in streams.iter() {
@@ -613,7 +616,7 @@ impl Peer {
                 // a reader sees them either here or there).
                 self.dev.counters.retire(ps.conn.stats());
                 *ps.conn = EMPTY_CONN;
-                ps.conn.configure(conn_config(&ps.session, self.ip, mtu));
+                ps.conn.configure(conn_config(&ps.session, &self.ip, mtu));
                 self.epoch.store(ps.session.epoch(), Relaxed);
             }
         }

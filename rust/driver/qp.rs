@@ -11,16 +11,16 @@ use super::{
     shared::{Pd, QPN_MASK},
     srq::Srq,
     state::{
-        requests, responses, wc_opcode, Ipv4, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream,
-        TxRing, UdTx,
+        requests, responses, wc_opcode, PeerNode, QpInner, QpShared, RxMsg, Shared, Stream, TxRing,
+        UdTx,
     },
 };
 use crate::abstractions::{
     net::{now_ns, Timer},
     ops::ResAttrs,
     types::{
-        eopnotsupp, Access, QpCreate, QpModify, QpQuery, QpState, QpType, RecvWr, SendWr, WcOpcode,
-        WcStatus, MAX_SGE as SGE_SLOTS,
+        eopnotsupp, Access, IpAddr, QpCreate, QpModify, QpQuery, QpState, QpType, RecvWr, SendWr,
+        WcOpcode, WcStatus, MAX_SGE as SGE_SLOTS,
     },
 };
 use crate::transport::{
@@ -43,12 +43,6 @@ use kernel::{
 /// Limits reported by `query_device` and enforced at creation.
 pub(crate) const MAX_QP_WR: u32 = 1024;
 pub(crate) const MAX_SGE: u32 = SGE_SLOTS as u32;
-
-/// Whether `ip` can be a peer: not 0.0.0.0/8, multicast, reserved or
-/// broadcast (a connection's hellos would go to many hosts or none).
-pub(super) fn unicast(ip: [u8; 4]) -> bool {
-    ip[0] != 0 && ip[0] < 224
-}
 
 /// A queue pair.
 pub(crate) struct Qp {
@@ -190,7 +184,7 @@ impl Qp {
                             dest_qp: 0,
                             rq_psn: 0,
                             sq_psn: 0,
-                            dest_ip: [0; 4],
+                            dest_ip: IpAddr::default(),
                             max_rd_atomic: 0,
                             max_dest_rd_atomic: 0,
                             timeout: 0,
@@ -240,8 +234,8 @@ impl Qp {
             }
             (st.dest_ip, st.dest_qp)
         };
-        // Also when no address was ever given (0.0.0.0).
-        if !unicast(ip) {
+        // Also when no address was ever given (::).
+        if !ip.is_unicast() {
             return Err(EINVAL);
         }
         let mut peer = n.dev.peer(ip)?;
@@ -332,15 +326,12 @@ impl Qp {
         if !m.allowed_from(self.node.st.lock().state) {
             return Err(EINVAL);
         }
-        if m.dest_unsupported {
-            return Err(EINVAL);
-        }
         // A QP number has 24 bits: a larger one would name another QP's
         // streams (the stream id is the number shifted left by one).
         if m.dest_qp.is_some_and(|q| q > QPN_MASK) {
             return Err(EINVAL);
         }
-        if m.dest_ip4.is_some_and(|ip| !unicast(ip)) {
+        if m.dest_ip.is_some_and(|ip| !ip.is_unicast()) {
             return Err(EINVAL);
         }
         // Beyond what `query_device` reports.
@@ -369,7 +360,7 @@ impl Qp {
                 if let Some(v) = m.dest_qp {
                     st.dest_qp = v;
                 }
-                if let Some(v) = m.dest_ip4 {
+                if let Some(v) = m.dest_ip {
                     st.dest_ip = v;
                 }
             }
@@ -483,7 +474,7 @@ impl Qp {
         };
         match &peer {
             Some(p) => {
-                let ip = CString::try_from_fmt(fmt!("{}", Ipv4(p.ip)))?;
+                let ip = CString::try_from_fmt(fmt!("{}", p.ip))?;
                 // Not the connection id: any local user may read these
                 // attributes, and the id is what keeps a blind sender from
                 // forging the peer's packets (root sees it in debugfs).
@@ -669,11 +660,61 @@ mod tests {
         assert_eq!(next_free_qpn(0x80, |q| q == 0x81 || q == 0x82), Some(0x83));
     }
 
+    fn v6(groups: [u16; 8]) -> IpAddr {
+        let mut a = [0u8; 16];
+        for (i, g) in groups.iter().enumerate() {
+            a[2 * i..2 * i + 2].copy_from_slice(&g.to_be_bytes());
+        }
+        IpAddr(a)
+    }
+
     #[test]
     fn destinations_are_unicast() {
-        assert!(unicast([10, 0, 0, 1]));
-        assert!(!unicast([0, 0, 0, 0]));
-        assert!(!unicast([224, 0, 0, 1]));
-        assert!(!unicast([255, 255, 255, 255]));
+        assert!(IpAddr::from_v4([10, 0, 0, 1]).is_unicast());
+        assert!(!IpAddr::from_v4([0, 0, 0, 0]).is_unicast());
+        assert!(!IpAddr::from_v4([224, 0, 0, 1]).is_unicast());
+        assert!(!IpAddr::from_v4([255, 255, 255, 255]).is_unicast());
+        assert!(!IpAddr::default().is_unicast());
+        assert!(v6([0, 0, 0, 0, 0, 0, 0, 1]).is_unicast());
+        assert!(v6([0xfe80, 0, 0, 0, 0x1234, 0, 0, 1]).is_unicast());
+        assert!(v6([0xfd00, 0, 0, 0, 0, 0, 0, 2]).is_unicast());
+        assert!(!v6([0xff02, 0, 0, 0, 0, 0, 0, 1]).is_unicast());
+        // IPv4-compatible (deprecated) and other ::/96 forms.
+        assert!(!v6([0, 0, 0, 0, 0, 0, 0x0a00, 1]).is_unicast());
+        assert!(v6([0xfe80, 0, 0, 0, 0, 0, 0, 1]).is_link_local());
+        assert!(v6([0xfebf, 0, 0, 0, 0, 0, 0, 1]).is_link_local());
+        assert!(!v6([0xfec0, 0, 0, 0, 0, 0, 0, 1]).is_link_local());
+        assert!(!IpAddr::from_v4([169, 254, 0, 1]).is_link_local());
+        // An IPv6 datagram from the IPv4-mapped form of a peer's address
+        // must not pass for that IPv4 peer.
+        assert_eq!(
+            IpAddr::from_ipv6_header(IpAddr::from_v4([10, 0, 0, 2]).0),
+            None
+        );
+        let global = v6([0xfd00, 0, 0, 0, 0, 0, 0, 2]);
+        assert_eq!(IpAddr::from_ipv6_header(global.0), Some(global));
+    }
+
+    #[test]
+    fn addresses_print_as_the_stack_prints_them() -> Result {
+        let text = |a: IpAddr| CString::try_from_fmt(fmt!("{}", a));
+        let cases = [
+            (IpAddr::from_v4([10, 0, 0, 2]), c"10.0.0.2"),
+            (
+                v6([0xfe80, 0, 0, 0, 0x1234, 0x56ff, 0xfe78, 0x9abc]),
+                c"fe80::1234:56ff:fe78:9abc",
+            ),
+            (v6([0xfd00, 0, 0, 0, 0, 0, 0, 2]), c"fd00::2"),
+            (v6([0, 0, 0, 0, 0, 0, 0, 1]), c"::1"),
+            (v6([0, 0, 0, 0, 0, 0, 0, 0]), c"::"),
+            (v6([0x2001, 0xdb8, 0, 1, 0, 0, 0, 1]), c"2001:db8:0:1::1"),
+            (v6([0x2001, 0xdb8, 0, 0, 1, 0, 0, 1]), c"2001:db8::1:0:0:1"),
+            (v6([1, 2, 3, 4, 5, 6, 7, 0]), c"1:2:3:4:5:6:7:0"),
+            (v6([0xff02, 0, 0, 0, 0, 0, 0, 0]), c"ff02::"),
+        ];
+        for (a, want) in cases {
+            assert_eq!(text(a)?.to_bytes(), want.to_bytes());
+        }
+        Ok(())
     }
 }

@@ -19,7 +19,7 @@ use crate::abstractions::{
     memory::Translation,
     net::{now_ns, random_u32, NetPort, RxPacket, Timer, UdpHandler},
     ops::ResAttrs,
-    types::{Access, MrKeys, WcStatus},
+    types::{Access, IpAddr, MrKeys, WcStatus},
 };
 use crate::new_spinlock_bh;
 use crate::transport::{
@@ -326,7 +326,7 @@ impl Shared {
         Ok(())
     }
 
-    fn find_peer(&self, ip: [u8; 4]) -> Option<Arc<PeerNode>> {
+    fn find_peer(&self, ip: IpAddr) -> Option<Arc<PeerNode>> {
         self.tables
             .lock()
             .peers
@@ -337,7 +337,7 @@ impl Shared {
 
     /// The connection to host `ip`, set up (and its first hello sent) if
     /// there is none yet. Process context.
-    pub(super) fn peer(self: &Arc<Self>, ip: [u8; 4]) -> Result<Arc<PeerNode>> {
+    pub(super) fn peer(self: &Arc<Self>, ip: IpAddr) -> Result<Arc<PeerNode>> {
         if let Some(p) = self.find_peer(ip) {
             return Ok(p);
         }
@@ -345,7 +345,7 @@ impl Shared {
         // About 160 KiB: virtually contiguous memory will do. Charged to the
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
-        conn.configure(conn_config(&session, ip, self.payload));
+        conn.configure(conn_config(&session, &ip, self.payload));
         let node = Timer::new_arc(
             Peer {
                 ip,

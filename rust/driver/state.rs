@@ -44,7 +44,8 @@ use crate::abstractions::{
     sync::{SpinLockBh, SpinLockIrq},
     trace::PeerTrace,
     types::{
-        Access, QpCaps, QpId, QpState, QpType, RecvWr, SendOp, SendWr, Wc, WcOpcode, WcStatus,
+        Access, IpAddr, QpCaps, QpId, QpState, QpType, RecvWr, SendOp, SendWr, Wc, WcOpcode,
+        WcStatus,
     },
 };
 use crate::transport::{
@@ -64,24 +65,6 @@ use kernel::{
 pub(crate) const PATHS: usize = 16;
 
 pub(super) type Conn = Connection<PATHS>;
-
-/// An IPv4 address, printed as the kernel log, telemetry and `rdma
-/// resource` show it (dotted decimal).
-pub(super) struct Ipv4(pub(super) [u8; 4]);
-
-impl core::fmt::Display for Ipv4 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let [a, b, c, d] = self.0;
-        write!(f, "{a}.{b}.{c}.{d}")
-    }
-}
-
-// The kernel's formatting macros (`pr_info!`, `fmt!`) take their own trait.
-impl kernel::fmt::Display for Ipv4 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        core::fmt::Display::fmt(self, f)
-    }
-}
 
 /// A device's name as the kernel log and its telemetry show it: the name it
 /// was made with (a later `rdma dev set ... name` is not followed).
@@ -168,7 +151,7 @@ pub(super) type PeerNode = Timer<Peer>;
 
 /// A device's connection to one peer host (peer.rs).
 pub(crate) struct Peer {
-    pub(super) ip: [u8; 4],
+    pub(super) ip: IpAddr,
     pub(super) dev: Arc<Shared>,
     /// Our epoch (the connection id we receive on), readable without the
     /// lock by the port's dispatch.
@@ -386,7 +369,7 @@ pub(super) struct QpInner {
     pub(super) dest_qp: u32,
     pub(super) rq_psn: u32,
     pub(super) sq_psn: u32,
-    pub(super) dest_ip: [u8; 4],
+    pub(super) dest_ip: IpAddr,
     pub(super) max_rd_atomic: u8,
     pub(super) max_dest_rd_atomic: u8,
     pub(super) timeout: u8,
@@ -528,7 +511,7 @@ impl QpShared {
     /// cancels the streams).
     pub(super) fn flush(&self, st: &mut QpInner) {
         if st.state != QpState::Err && !st.dead {
-            let ip = st.peer.as_ref().map_or([0; 4], |p| p.ip);
+            let ip = st.peer.as_ref().map_or(IpAddr::default(), |p| p.ip);
             PeerTrace { peer: &ip }.qp_error(self.qpn, st.dest_qp, st.state);
         }
         st.state = QpState::Err;

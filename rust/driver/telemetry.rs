@@ -18,7 +18,8 @@
 //!
 //! Safe Rust only.
 
-use super::state::{Ipv4, PeerNode, Shared, PATHS};
+use super::state::{PeerNode, Shared, PATHS};
+use crate::abstractions::types::IpAddr;
 use crate::transport::stats::{DropReason, PathInfo, Stats};
 use core::fmt;
 use kernel::{
@@ -34,7 +35,7 @@ pub(crate) struct Telemetry {
 
 /// One connection as copied out under its lock.
 struct PeerView {
-    ip: [u8; 4],
+    ip: IpAddr,
     ready: bool,
     dead: bool,
     epoch: u32,
@@ -105,7 +106,7 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     write!(
         f,
         "peer {} state {state} conn {:#010x} peer_conn {:#010x} qps {} window {} in_flight {} srtt_us {} pace_kbps {} hint_kbps {} trace_lost {}",
-        Ipv4(v.ip), v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_kbps, v.hint_kbps,
+        v.ip, v.epoch, v.remote, v.qps, v.window, v.in_flight, v.srtt_us, v.pace_kbps, v.hint_kbps,
         v.trace_lost
     )?;
     write!(

@@ -20,10 +20,7 @@ use crate::abstractions::{
     net::{RxPacket, Timer, TimerHandler, TxError},
     types::{IbMtu, QpState, SendOp, SendWr, UdDest, WcOpcode, WcStatus},
 };
-use crate::transport::{
-    framing::UDP_PORT,
-    wire::{self, DatagramHeader, Packet, DATAGRAM_LEN, GRH_LEN, IMM_LEN},
-};
+use crate::transport::wire::{self, DatagramHeader, Packet, DATAGRAM_LEN, GRH_LEN, IMM_LEN};
 use kernel::{prelude::*, sync::Arc};
 
 /// The largest UD message over a link that carries `payload` bytes per
@@ -172,9 +169,9 @@ impl QpShared {
         let port = self.dev.port.lock().clone();
         let sent = match (wire::encode_datagram(&hdr, &mut head), port) {
             (Ok(n), Some(port)) => port.send(
-                dest.ah.ip4,
+                dest.ah.ip,
+                self.dev.ifindex,
                 source_port(self.qpn),
-                UDP_PORT,
                 head.get(..n).unwrap_or(&[]),
                 len as usize,
                 |buf| match inline {
@@ -281,7 +278,10 @@ impl QpShared {
         };
         // A receive taken from an SRQ names buffers of the SRQ's PD.
         let pd = self.srq.as_ref().map_or(self.pd, |q| q.pd);
-        let grh = wire::ipv4_grh(pkt.saddr, pkt.daddr, pkt.payload.len());
+        let grh = match (pkt.saddr.v4(), pkt.daddr.v4()) {
+            (Some(s), Some(d)) => wire::ipv4_grh(s, d, pkt.payload.len()),
+            _ => wire::ipv6_grh(&pkt.saddr.0, &pkt.daddr.0, pkt.payload.len()),
+        };
         let placed = {
             let t = self.dev.tables.lock();
             scatter(wr.sges(), pd, &t.mrs, 0, &grh)

@@ -271,6 +271,7 @@ measure() {
 	q0=$(queue_stats)
 	tq0=$EPOCHREALTIME
 	QMAX=0
+	QTRACE=
 	SENDERS_SEEN=
 	PACES=()
 	while awk -v a="$t0" -v b="$EPOCHREALTIME" -v w="$window" 'BEGIN { exit !(b - a < w) }'; do
@@ -278,6 +279,7 @@ measure() {
 		# shellcheck disable=SC2046
 		set -- $(queue_stats)
 		[ "${3:-0}" -gt "$QMAX" ] && QMAX=$3
+		QTRACE+="${3:-?} "
 	done
 	if [ "$type" = metaroce ]; then
 		SENDERS_SEEN=$(device_field "$DEV_V" senders)
@@ -335,6 +337,20 @@ run_type() {
 	return 0
 }
 
+# What each sender's connection did (MetaRoCE): the fields of its peer line
+# that say why a sender fell behind or burst (resends, path moves, timeouts).
+sender_details() {
+	local i
+	for ((i = 0; i < senders; i++)); do
+		awk -v i="$i" '$1 == "peer" && $2 == "10.80.0.2" {
+			o = "incast: sender " i
+			for (k = 3; k < NF; k += 2)
+				if ($k ~ /^(window|srtt_us|sent|resent|spurious|relocated|moves|timeouts|naks_rcvd)$/)
+					o = o " " $k " " $(k + 1)
+			print o }' "$debugfs/${DEVS_S[i]}"
+	done
+}
+
 report() {
 	local type=$1 j mean
 	j=$(jain "${RATES[@]}")
@@ -343,6 +359,10 @@ report() {
 		"rates_mbps ${RATES[*]} mean $mean jain $j bottleneck_mbps $SENT queue_max_bytes $QMAX queue_drops $DROPS"
 	JAIN=$j
 	MEAN=$mean
+	if [ "$type" = metaroce ]; then
+		sender_details | sed 's/^/# /'
+		ktap_info "incast: queue backlog per second (bytes): ${QTRACE:-}"
+	fi
 }
 
 npoints=9

@@ -175,7 +175,7 @@ if [ "$tracing" = 1 ]; then
 	grep -m 3 "metaroce_resend: " "$dir/trace-resend" | while IFS= read -r l; do ktap_info "trace: $l"; done
 	# Events per path of B's connection to A, against the telemetry's
 	# resends per path: the same events, counted twice.
-	grep -o "metaroce_resend: peer=$FABRIC_IP_A path=[0-9]* " "$dir/trace-resend" |
+	grep -o "metaroce_resend: peer=::ffff:$FABRIC_IP_A path=[0-9]* " "$dir/trace-resend" |
 		sed 's/.*path=//' | sort -n | uniq -c | awk '{ print $2, $1 }' >"$dir/trace-count"
 	lost=$(field "$dir/b2" peer "$FABRIC_IP_A" trace_lost)
 	diff=$(awk 'FNR == NR { t[$1] = $2; next } $2 != (t[$1] + 0) { printf "path %s: %d traced, %d counted; ", $1, t[$1], $2 }' \
@@ -237,7 +237,7 @@ if [ "$tracing" = 1 ] && [ -x "$neg" ]; then
 	trace_off "$dir/trace-qp"
 	grep -m 4 "metaroce_qp_error: " "$dir/trace-qp" | while IFS= read -r l; do ktap_info "trace: $l"; done
 	check "a QP failed by a wrong remote key raises metaroce_qp_error from RTS" \
-		grep -q "metaroce_qp_error: peer=$FABRIC_IP_A qpn=.* from_state=3" "$dir/trace-qp"
+		grep -q "metaroce_qp_error: peer=::ffff:$FABRIC_IP_A qpn=.* from_state=3" "$dir/trace-qp"
 else
 	ktap_skip "a QP failed by a wrong remote key raises metaroce_qp_error" "no tracefs or mr-negative"
 fi

@@ -875,6 +875,22 @@ pub fn ipv4_grh(saddr: [u8; 4], daddr: [u8; 4], udp_payload: usize) -> [u8; GRH_
     g
 }
 
+/// The GRH verbs put before a UD message in its receive buffer, for a
+/// datagram that came over IPv6: the IPv6 header itself (version 6, next
+/// header UDP, hop limit 64) of a UDP datagram carrying `udp_payload` bytes
+/// from `saddr` to `daddr`, whose addresses are the GIDs verbs read.
+pub fn ipv6_grh(saddr: &[u8; 16], daddr: &[u8; 16], udp_payload: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
+    g[0] = 0x60;
+    let len = (8 + udp_payload).min(0xffff) as u16;
+    g[4..6].copy_from_slice(&len.to_be_bytes());
+    g[6] = 17;
+    g[7] = 64;
+    g[8..24].copy_from_slice(saddr);
+    g[24..40].copy_from_slice(daddr);
+    g
+}
+
 /// Encodes an acknowledgement into `out`; returns its length.
 pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
     let mut w = start_control(&ack.common, PacketType::Ack, ack_flags::ALL, ACK_LEN, out)?;
@@ -1281,6 +1297,22 @@ mod tests {
             encode_datagram(&h, &mut buf[..n - 1]),
             Err(EncodeError::BufferTooSmall)
         );
+    }
+
+    #[test]
+    fn the_grh_of_an_ipv6_datagram_is_its_header() {
+        let mut a = [0u8; 16];
+        a[0] = 0xfe;
+        a[1] = 0x80;
+        a[15] = 1;
+        let mut b = a;
+        b[15] = 2;
+        let g = ipv6_grh(&a, &b, 100);
+        assert_eq!(g[0] >> 4, 6);
+        assert_eq!(u16::from_be_bytes([g[4], g[5]]), 108);
+        assert_eq!(g[6], 17);
+        assert_eq!(&g[8..24], &a);
+        assert_eq!(&g[24..40], &b);
     }
 
     #[test]

@@ -726,6 +726,47 @@ fn next_packet_between(p: &mut Pair, early: u64, due: u64) {
     assert!(c.poll_transmit(PACED_T0 + due, &mut hdr).is_some());
 }
 
+/// The flags of the first new packet of a sender paced at `kbps` (more
+/// queued), both ends holding ACKs back at most `ack_delay_ns`.
+fn first_paced_flags(kbps: u32, ack_delay_ns: u32) -> u8 {
+    let msgs = workload(4, 1, &[64 * 1024]);
+    let (mut a, mut b) = config_pair(2, 1024);
+    a.ack_delay_ns = ack_delay_ns;
+    b.ack_delay_ns = ack_delay_ns;
+    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    p.hosts[1].conn.set_rate_hint(kbps);
+    exchange(&mut p, 0, 0);
+    exchange(&mut p, 1, 1_000);
+    assert_eq!(p.hosts[0].conn.pace_kbps(), kbps);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let t = p.hosts[0]
+        .conn
+        .poll_transmit(PACED_T0, &mut hdr)
+        .expect("a packet");
+    let mut b = hdr[..t.len].to_vec();
+    if let Some(seg) = t.payload {
+        b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
+    }
+    match wire::decode(&b) {
+        Ok(Packet::Data(d, _)) => d.common.flags,
+        other => panic!("not a data packet: {other:?}"),
+    }
+}
+
+#[test]
+fn a_sender_paced_slower_than_the_ack_delay_asks_for_each_ack() {
+    // 250 kbit/s: a packet every 37 ms, the receiver's delay is 0.5 ms.
+    assert_ne!(first_paced_flags(250, 500_000) & wire::flags::ACK_REQ, 0);
+    // 100 Gbit/s: the next packet follows within the delay.
+    assert_eq!(
+        first_paced_flags(100_000_000, 500_000) & wire::flags::ACK_REQ,
+        0
+    );
+}
+
 #[test]
 fn a_tiny_hint_is_obeyed_down_to_the_floor_and_a_faster_one_takes_over_at_once() {
     let msgs = workload(4, 1, &[64 * 1024]);

@@ -321,8 +321,15 @@ impl<const P: usize> Connection<P> {
         }
         let psn = self.place(path, slot, now)?;
         self.stats.tx_data += 1;
+        let mut held = false;
         if self.pace_kbps > 0 {
             let gap = pace_gap(len, self.pace_kbps);
+            // The pacer holds the next packet longer than the receiver
+            // holds an ACK back: the receiver will see nothing more before
+            // its delayed ACK, so ask for the ACK now, and the probe timer
+            // does not wait on the receiver's timer (late under load, it
+            // made paced senders resend packets that were not lost).
+            held = gap > u64::from(self.cfg.ack_delay_ns);
             // Time the pacer could not use (no window, nothing posted) is
             // credited up to PACE_CREDIT packets, so that the average reaches
             // the share instead of losing every idle moment.
@@ -334,7 +341,7 @@ impl<const P: usize> Connection<P> {
         // (Not when only the connection's window is full: the paths' ACKs
         // arrive every `ack_every` packets anyway, and asking on every send
         // that fills the window made an ACK of every other packet.)
-        let more = self.cursor.is_some() && self.free(path) > 0;
+        let more = self.cursor.is_some() && self.free(path) > 0 && !held;
         let extra = if more { 0 } else { flags::ACK_REQ };
         self.encode_slot(path, psn, &slot, extra, now, buf)
     }
