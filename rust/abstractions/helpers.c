@@ -156,6 +156,16 @@ bool mr_skb_ce4(const struct sk_buff *skb)
 }
 
 
+int mr_inet_iif(const struct sk_buff *skb)
+{
+	return inet_iif(skb);
+}
+
+int mr_inet6_iif(const struct sk_buff *skb)
+{
+	return inet6_iif(skb);
+}
+
 bool mr_skb_is_ip6(const struct sk_buff *skb)
 {
 	return ip_hdr(skb)->version == 6;
@@ -212,7 +222,7 @@ void mr_udp6_xmit(struct dst_entry *dst, struct sock *sk, struct sk_buff *skb,
 		  u8 tclass, __be16 sport, __be16 dport)
 {
 #if IS_ENABLED(CONFIG_IPV6)
-	udp_tunnel6_xmit_skb(dst, sk, skb, dst->dev, saddr, daddr, tclass, 64, 0, sport, dport, false, 0);
+	udp_tunnel6_xmit_skb(dst, sk, skb, NULL, saddr, daddr, tclass, 64, 0, sport, dport, false, 0);
 #else
 	kfree_skb(skb);
 	dst_release(dst);

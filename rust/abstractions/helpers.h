@@ -69,6 +69,8 @@ void mr_ip_rt_put(struct rtable *rt);
 struct sock *mr_socket_sk(struct socket *sock);
 
 /* IPv6: each a stub answering "not supported" in a kernel without it. */
+int mr_inet_iif(const struct sk_buff *skb);
+int mr_inet6_iif(const struct sk_buff *skb);
 bool mr_skb_is_ip6(const struct sk_buff *skb);
 struct in6_addr mr_skb_saddr6(const struct sk_buff *skb);
 struct in6_addr mr_skb_daddr6(const struct sk_buff *skb);

@@ -29,9 +29,12 @@ pub(crate) struct RxPacket<'a> {
     pub(crate) daddr: IpAddr,
     /// For a UD datagram (which names a QP number, not a connection): the
     /// index of the namespace's net device that has the destination
-    /// address, so that the device on it takes the datagram (0: none, or
-    /// not a datagram).
+    /// address (for a link-local one, the device it arrived on), so that
+    /// the device on it takes the datagram (0: none, or not a datagram).
     pub(crate) dst_ifindex: i32,
+    /// The index of the net device it arrived on (a link-local address
+    /// names a host only on its link).
+    pub(crate) iif: i32,
     /// UDP source port (host order).
     pub(crate) sport: u16,
     /// Marked ECN Congestion Experienced.
@@ -358,17 +361,22 @@ impl<H: UdpHandler> NetPort<H> {
         let payload = bytes.get(8..)?;
         let datagram = wire::peek(payload).is_some_and(|(t, _)| t == wire::PacketType::Datagram);
         // SAFETY: The caller's guarantees.
-        let (saddr, daddr, dst_ifindex, ce) = unsafe {
+        let (saddr, daddr, dst_ifindex, iif, ce) = unsafe {
             if bindings::mr_skb_is_ip6(skb) {
                 let d = bindings::mr_skb_daddr6(skb);
+                let daddr = IpAddr(d.in6_u.u6_addr8);
+                let iif = bindings::mr_inet6_iif(skb);
                 (
                     IpAddr::from_ipv6_header(bindings::mr_skb_saddr6(skb).in6_u.u6_addr8)?,
-                    IpAddr(d.in6_u.u6_addr8),
-                    if datagram {
-                        bindings::mr_addr_ifindex6(sk, &d)
-                    } else {
-                        0
+                    daddr,
+                    match datagram {
+                        false => 0,
+                        // The same link-local address may be on several
+                        // links (VLANs share their parent's).
+                        true if daddr.is_link_local() => iif,
+                        true => bindings::mr_addr_ifindex6(sk, &d),
                     },
+                    iif,
                     bindings::mr_skb_ce6(skb),
                 )
             } else {
@@ -381,6 +389,7 @@ impl<H: UdpHandler> NetPort<H> {
                     } else {
                         0
                     },
+                    bindings::mr_inet_iif(skb),
                     bindings::mr_skb_ce4(skb),
                 )
             }
@@ -389,6 +398,7 @@ impl<H: UdpHandler> NetPort<H> {
             saddr,
             daddr,
             dst_ifindex,
+            iif,
             sport: u16::from_be_bytes([bytes[0], bytes[1]]),
             ce,
             payload,
@@ -421,8 +431,8 @@ impl<H: UdpHandler> NetPort<H> {
 /// # Invariants
 ///
 /// While registered, the slot of each namespace is null or
-/// `Arc::into_raw` of its port, whose socket's `sk_user_data` is the same
-/// pointer; the slot and the socket are changed under RTNL.
+/// `Arc::into_raw` of its port, whose sockets' `sk_user_data` is the same
+/// pointer; the slot and the sockets are changed under RTNL.
 pub(crate) struct NetPorts<H: UdpHandler> {
     _p: PhantomData<H>,
 }
@@ -513,8 +523,22 @@ impl<H: UdpHandler> NetPorts<H> {
             GFP_KERNEL,
         )?;
         let sk = Self::socket(net, false)?;
-        // A kernel or namespace without IPv6 (ipv6.disable=1) serves IPv4.
-        let sk6 = Self::socket(net, true).unwrap_or(core::ptr::null_mut());
+        let sk6 = match Self::socket(net, true) {
+            Ok(s) => s,
+            // A kernel or namespace without IPv6 (ipv6.disable=1) serves
+            // IPv4 only.
+            Err(e) if no_ipv6(e) => {
+                pr_info!("metaroce: no IPv6 in this namespace: the port serves IPv4 only\n");
+                core::ptr::null_mut()
+            }
+            // Any other error (the port taken by another socket) fails the
+            // device: another socket would receive its IPv6 traffic.
+            Err(e) => {
+                // SAFETY: Just created; nothing else has it.
+                unsafe { bindings::udp_tunnel_sock_release(sk) };
+                return Err(e);
+            }
+        };
         let raw = Arc::into_raw(port);
         {
             // SAFETY: `raw` is live (its reference goes to the slot).
@@ -596,7 +620,7 @@ impl<H: UdpHandler> NetPorts<H> {
         let slot = Self::slot(net);
         // SAFETY: The namespace's last use of the slot: no device can attach
         // to a namespace that is being destroyed, and `pre_exit` closed the
-        // socket a grace period ago.
+        // sockets a grace period ago.
         unsafe {
             let raw = core::mem::replace(&mut *slot, core::ptr::null());
             if !raw.is_null() {
@@ -612,6 +636,13 @@ impl<H: UdpHandler> Drop for NetPorts<H> {
         // for every namespace.
         unsafe { bindings::unregister_pernet_subsys(PERNET.0.get()) };
     }
+}
+
+/// Whether socket creation failed because IPv6 is not there (not built,
+/// or disabled at boot).
+fn no_ipv6(e: Error) -> bool {
+    let n = -e.to_errno();
+    n == bindings::EAFNOSUPPORT as i32 || n == bindings::EPFNOSUPPORT as i32
 }
 
 /// The clock of the data path, in nanoseconds (monotonic).

@@ -456,10 +456,10 @@ impl IpAddr {
     }
 
     /// Whether the address names one host a connection can be made with:
-    /// IPv4 not 0.0.0.0/8, multicast, reserved or broadcast; IPv6 not
-    /// unspecified, loopback-less (`::1` is allowed, as 127/8 is), or
-    /// multicast (`ff00::/8`), and not an IPv4-compatible or other
-    /// `::/96` form the stack would not route.
+    /// IPv4 not 0.0.0.0/8, multicast, reserved or the limited broadcast;
+    /// IPv6 not multicast (`ff00::/8`), unspecified, or another `::/96`
+    /// form (IPv4-compatible, deprecated), while loopback `::1` is allowed
+    /// as 127/8 is. (A subnet's broadcast address is not known here.)
     pub(crate) fn is_unicast(&self) -> bool {
         if let Some(v) = self.v4() {
             return v[0] != 0 && v[0] < 224;

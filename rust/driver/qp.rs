@@ -696,7 +696,7 @@ mod tests {
     }
 
     #[test]
-    fn addresses_print_as_the_stack_prints_them() -> Result {
+    fn addresses_print_in_rfc_5952_form() -> Result {
         let text = |a: IpAddr| CString::try_from_fmt(fmt!("{}", a));
         let cases = [
             (IpAddr::from_v4([10, 0, 0, 2]), c"10.0.0.2"),

@@ -453,6 +453,12 @@ impl UdpHandler for Shared {
             // has its destination address.
             return pkt.dst_ifindex == self.ifindex && self.owns_datagram(conn);
         }
+        // A link-local peer is a host of this device's link only: the same
+        // address on another link (a VLAN shares its parent's) is another
+        // host, for the device on that link.
+        if pkt.saddr.is_link_local() && pkt.iif != self.ifindex {
+            return false;
+        }
         let hello = ptype == PacketType::Hello;
         self.tables
             .lock()

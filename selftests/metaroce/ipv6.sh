@@ -8,7 +8,8 @@
 #   link-local IPv6 addresses, and GID index 0 is the link-local one;
 # - ibv_rc_pingpong over the global IPv6 GIDs, and over GID index 0 on both
 #   ends (the link-local GID the RDMA core adds, which programs use when
-#   told nothing else);
+#   told nothing else), and to the host's own IPv6 address (through lo,
+#   with no warning in the kernel log);
 # - ibv_ud_pingpong over the IPv6 GIDs (address handles from IPv6 GIDs, the
 #   GRH an IPv6 header);
 # - RDMA-CM over IPv6 addresses: rping (RC, verified) and udaddy (UD);
@@ -34,7 +35,7 @@ IP6_B=fd77::2
 IP6_NEW=fd77::11
 logs=$(mktemp -d)
 trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
-points=11
+points=12
 
 # gid6 ADDR: the sysfs spelling of an IPv6 address's GID (eight groups of
 # four hex digits).
@@ -119,6 +120,28 @@ type_points() {
 	check "$t: GID index 0 is the link-local one ($gidx)" [ "$gidx" = "$(gid6 "$lla")" ]
 	verbs6_pair ibv_rc_pingpong "$t: ibv_rc_pingpong over the global IPv6 GIDs" "$ga" "$gb" -n 200
 	verbs6_pair ibv_rc_pingpong "$t: ibv_rc_pingpong over GID index 0 (link-local) on both ends" 0 0 -n 200
+	# Both ends on A: the datagrams go to A's own address, through lo,
+	# which keeps no tunnel statistics (the kernel warned once when handed
+	# it for them).
+	kmsg_mark
+	local spid crc src
+	PINGPONG_PORT=$((PINGPONG_PORT + 1))
+	ip netns exec "$NS_A" timeout 120 "$env" ibv_rc_pingpong -d "$RDMA_A" -g "$ga" \
+		-p "$PINGPONG_PORT" -n 100 >"$logs/server" 2>&1 &
+	spid=$!
+	wait_for 10 listening "$NS_A" "$PINGPONG_PORT"
+	ip netns exec "$NS_A" timeout 120 "$env" ibv_rc_pingpong -d "$RDMA_A" -g "$ga" \
+		-p "$PINGPONG_PORT" -n 100 127.0.0.1 >"$logs/client" 2>&1
+	crc=$?
+	[ "$crc" -eq 0 ] || kill "$spid" 2>/dev/null
+	wait "$spid"
+	src=$?
+	if kmsg_since | grep -E "WARNING|iptunnel_xmit_stats|BUG" >"$logs/warn"; then
+		ktap_info "kernel log: $(head -n 2 "$logs/warn" | tr '\n' ' ')"
+		crc=1
+	fi
+	pair_verdict "$t: ibv_rc_pingpong to this host's own IPv6 address (through lo), no warning" \
+		"$crc" "$src" "$logs"
 	# The connections are to IPv6 hosts: B's telemetry names A by both
 	# addresses (a connection per peer address, kept while the device lives).
 	local tel=/sys/kernel/debug/metaroce/$RDMA_B

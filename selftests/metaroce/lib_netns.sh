@@ -52,6 +52,11 @@
 #                         there
 #   rdma_cm_ready         whether /dev/infiniband/rdma_cm is there (loads
 #                         rdma_ucm when it is a module)
+#   cm_pair NAME SERVER CLIENT
+#                         one test point: an RDMA-CM server program in NS_A,
+#                         once it listens (cm_listening PORT: an ID of $RDMA_A
+#                         listens), its client in NS_B; @PORT@ in either is
+#                         the next port after $CM_PORT; output in $logs
 #   pair_verdict NAME CRC SRC LOGDIR
 #                         the point of a client/server pair (both exit 0)
 #   integrity_point NAME EXPECT ARGS...

@@ -163,7 +163,7 @@ impl<const P: usize> Connection<P> {
             return None;
         };
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
         }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
@@ -234,7 +234,7 @@ impl<const P: usize> Connection<P> {
         p.outstanding += 1;
         p.stats.sent += 1;
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
         }
         self.outstanding += 1;
         self.sent_total = self.sent_total.wrapping_add(1);
@@ -324,17 +324,19 @@ impl<const P: usize> Connection<P> {
         let mut held = false;
         if self.pace_kbps > 0 {
             let gap = pace_gap(len, self.pace_kbps);
-            // The pacer holds the next packet longer than the receiver
-            // holds an ACK back: the receiver will see nothing more before
-            // its delayed ACK, so ask for the ACK now, and the probe timer
-            // does not wait on the receiver's timer (late under load, it
-            // made paced senders resend packets that were not lost).
-            held = gap > u64::from(self.cfg.ack_delay_ns);
             // Time the pacer could not use (no window, nothing posted) is
             // credited up to PACE_CREDIT packets, so that the average reaches
             // the share instead of losing every idle moment.
             let floor = now.saturating_sub(gap * PACE_CREDIT);
             self.next_send = self.next_send.max(floor) + gap;
+            // The pacer holds the next packet longer than the receiver
+            // holds an ACK back (both ends have the one configuration): the
+            // receiver sees nothing more before its delayed ACK, so the ACK
+            // is asked for now, and the probe timer does not wait on the
+            // receiver's timer (late under load, it made paced senders
+            // resend packets that were not lost). Not within a burst the
+            // pacer's credit allows.
+            held = self.next_send > now.saturating_add(u64::from(self.cfg.ack_delay_ns));
         }
         // Ask for an ACK when nothing more is queued or this path's window
         // is full, so the sender never waits on a delayed acknowledgement.
