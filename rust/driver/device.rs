@@ -28,7 +28,7 @@ use crate::abstractions::{
         Wc,
     },
 };
-use crate::transport::framing::{max_payload, HEADER_OVERHEAD};
+use crate::transport::framing::max_payload;
 use kernel::{
     debugfs,
     prelude::*,
@@ -443,6 +443,7 @@ impl DeviceOps for MetaroceDevice {
 #[kunit_tests(metaroce_device)]
 mod tests {
     use super::*;
+    use crate::transport::framing::HEADER_OVERHEAD;
 
     #[test]
     fn port_mtu_leaves_room_for_headers() {

@@ -255,7 +255,19 @@ all_sending() {
 	for v in "${x[@]}"; do [ "$v" -gt 0 ] || return 1; done
 }
 
-# measure TYPE: once every sender sends and then SETTLE seconds, fills RATES
+# Whether every sender paces at its share or up to an eighth below it (the
+# hints have gone round; a sender that started late, under emulation, is
+# no longer in its unpaced start).
+all_paced() {
+	local i p share=$((capacity * 1000 / senders))
+	for ((i = 0; i < senders; i++)); do
+		p=$(pace_of_sender "${DEVS_S[i]}")
+		[ -n "$p" ] && [ "$p" -le "$share" ] && [ "$p" -ge $((share * 7 / 8)) ] || return 1
+	done
+}
+
+# measure TYPE: once every sender sends (MetaRoCE: and paces at its share)
+# and then SETTLE seconds, fills RATES
 # (Mbit/s per sender), DROPS, QMAX (bytes), SENT (Mbit/s through the
 # bottleneck) over a window of about INCAST_SECONDS (measured: starting
 # programs is slow under emulation), and RUNNING (clients still running at
@@ -263,6 +275,9 @@ all_sending() {
 measure() {
 	local type=$1 a b q0 q1 t0 t1 tq0 tq1 i payload=1
 	wait_for 120 all_sending "$type" || echo "not every sender started" >&2
+	if [ "$type" = metaroce ]; then
+		wait_for 60 all_paced || echo "not every sender paces at its share" >&2
+	fi
 	sleep "$settle"
 	# Each count is timed by its own clock reading: under emulation a
 	# reading program takes a second or more.

@@ -490,9 +490,6 @@ pub struct Connection<const P: usize> {
     ce_ewma: u32,
     /// The peer's hint for us (kbit/s, 0: none): new data is paced at it.
     pace_kbps: u32,
-    /// The pacer's gap for a full packet at that rate (ns, 0: none): the
-    /// least a probe timer waits (see `TxPath::timer_ns`).
-    pace_gap_ns: u64,
     /// Earliest time the pacer lets the next new packet go.
     next_send: u64,
     /// Whether new data waits for the pacer (then it is a timer).
@@ -568,7 +565,6 @@ impl<const P: usize> Connection<P> {
         rate_hint: 0,
         ce_ewma: 0,
         pace_kbps: 0,
-        pace_gap_ns: 0,
         next_send: 0,
         paced: false,
         progress: (0, 0),

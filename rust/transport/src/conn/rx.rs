@@ -258,8 +258,7 @@ impl<const P: usize> Connection<P> {
         let floor = self.cfg.reorder_window;
         if ack.common.flags & wire::ack_flags::DUPLICATE != 0
             && p.order_acked_at != 0
-            && now.saturating_sub(p.order_acked_at)
-                <= p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns)
+            && now.saturating_sub(p.order_acked_at) <= p.timer_ns(&self.rtt, &self.cfg)
         {
             p.order_acked_at = 0;
             self.stats.spurious += 1;
@@ -335,10 +334,6 @@ impl<const P: usize> Connection<P> {
             }
         }
         self.pace_kbps = hint;
-        self.pace_gap_ns = match hint {
-            0 => 0,
-            k => pace_gap(self.cfg.max_payload, k),
-        };
         if hint > 0 {
             // The share over the round trip without queueing but with the
             // ACK delay (the peer runs the same configuration), and one
@@ -362,8 +357,7 @@ impl<const P: usize> Connection<P> {
             p.expiries = 0;
             p.strikes = 0;
             p.acked_at = now.max(1);
-            p.deadline = (p.outstanding > 0)
-                .then(|| now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
+            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt, &self.cfg));
         }
         for m in finished.into_iter().take(n_finished) {
             self.release(m);

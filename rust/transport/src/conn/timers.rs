@@ -16,13 +16,8 @@ impl TxPath {
     /// The probe timer, in nanoseconds: about two round trips of this path,
     /// but at most twice the connection's (a path that carried little lately
     /// may keep an old, inflated estimate), doubled per strike, plus the
-    /// longest the receiver may hold an ACK back; and at least `pace_gap`,
-    /// the pacer's gap between full packets. A sender paced at its share
-    /// of a bottleneck shares it with others at about the same rate, so a
-    /// packet may wait behind one of each of theirs, about one gap: a
-    /// shorter timer fired for packets that were queued, not lost, and its
-    /// resends (not paced) filled the queue further.
-    pub(super) fn timer_ns(&self, conn: &Rtt, cfg: &Config, pace_gap: u64) -> u64 {
+    /// longest the receiver may hold an ACK back.
+    pub(super) fn timer_ns(&self, conn: &Rtt, cfg: &Config) -> u64 {
         let mut pto = u64::from(self.rtt.pto_us());
         if conn.is_sampled() {
             pto = pto.min(2 * u64::from(conn.pto_us()));
@@ -31,9 +26,7 @@ impl TxPath {
         // A new route fails with the odds of the old one: only repeated
         // failures (every route down) back off.
         let shift = self.strikes.saturating_sub(1).min(MAX_STRIKE_SHIFT);
-        let max = u64::from(MAX_RTO_US) * 1_000;
-        ((pto << shift).min(u64::from(MAX_RTO_US)) * 1_000 + u64::from(cfg.ack_delay_ns))
-            .max(pace_gap.min(max))
+        (pto << shift).min(u64::from(MAX_RTO_US)) * 1_000 + u64::from(cfg.ack_delay_ns)
     }
 }
 
@@ -99,7 +92,7 @@ impl<const P: usize> Connection<P> {
         p.resend.set(psn % WINDOW);
         p.slots[psn as usize % SLOTS].by_order = false;
         // The probe waits twice as long for its answer.
-        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
+        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg));
         if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
@@ -129,9 +122,7 @@ impl<const P: usize> Connection<P> {
                     .filter(|q| q.acked_at > 0)
                     .max_by_key(|q| q.acked_at)
             })
-            .filter(|q| {
-                now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns)
-            })
+            .filter(|q| now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt, &self.cfg))
             .map(|q| q.sport);
         let Some(p) = self.tx.get_mut(i) else {
             return;
@@ -149,7 +140,7 @@ impl<const P: usize> Connection<P> {
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
-        p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
+        p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);

@@ -163,7 +163,7 @@ impl<const P: usize> Connection<P> {
             return None;
         };
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
@@ -234,7 +234,7 @@ impl<const P: usize> Connection<P> {
         p.outstanding += 1;
         p.stats.sent += 1;
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg, self.pace_gap_ns));
+            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
         }
         self.outstanding += 1;
         self.sent_total = self.sent_total.wrapping_add(1);
