@@ -206,6 +206,7 @@ impl Peer {
         self.share(ps, now);
         self.send_hellos(ps, now);
         self.unanswered.store(ps.session.unanswered(), Relaxed);
+        let mut kicked = false;
         if ps.session.ready() {
             // A second round when completions made room for queued requests.
             for _ in 0..2 {
@@ -215,11 +216,20 @@ impl Peer {
             }
             if !data && ps.conn.wants_to_send() {
                 timer.kick();
+                kicked = true;
             }
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
         }
         if let Some(at) = ps.session.next_deadline(now, ps.conn.next_timeout()) {
-            timer.start(at.saturating_sub(now_ns()).max(1_000));
+            let now = now_ns();
+            // A kicked worker pumps and arms the timer itself. A deadline
+            // already due (a pacing slot, which only the worker's data
+            // moves) would make the timer fire every microsecond, each time
+            // taking this lock and pumping, until the worker ran: under
+            // load, thousands of times per packet.
+            if !(kicked && at <= now) {
+                timer.start(at.saturating_sub(now).max(1_000));
+            }
         }
         self.trace(ps);
     }
