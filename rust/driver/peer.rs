@@ -220,16 +220,18 @@ impl Peer {
             }
             self.in_flight.store(ps.conn.outstanding(), Relaxed);
         }
-        if let Some(at) = ps.session.next_deadline(now, ps.conn.next_timeout()) {
-            let now = now_ns();
-            // A kicked worker pumps and arms the timer itself. A deadline
-            // already due (a pacing slot, which only the worker's data
-            // moves) would make the timer fire every microsecond, each time
-            // taking this lock and pumping, until the worker ran: under
-            // load, thousands of times per packet.
-            if !(kicked && at <= now) {
-                timer.start(at.saturating_sub(now).max(1_000));
-            }
+        // Once the worker is kicked, it takes the pacing slot: a slot
+        // already due (only the worker's data moves it) would make the timer
+        // fire every microsecond, each time taking this lock and pumping,
+        // until the worker ran (under load, thousands of times per packet).
+        // The other deadlines (ACKs owed, probes, the session's) stay armed.
+        let conn_next = if kicked {
+            ps.conn.next_timeout_but_pacer()
+        } else {
+            ps.conn.next_timeout()
+        };
+        if let Some(at) = ps.session.next_deadline(now, conn_next) {
+            timer.start(at.saturating_sub(now_ns()).max(1_000));
         }
         self.trace(ps);
     }

@@ -757,6 +757,24 @@ fn first_paced_flags(kbps: u32, ack_delay_ns: u32) -> u8 {
 }
 
 #[test]
+fn the_pacers_slot_can_be_left_out_of_the_next_timeout() {
+    // 1 Gbit/s: a packet every 9 us, a slot before the first probe's.
+    let mut p = paced_at(1_000_000);
+    let c = &mut p.hosts[0].conn;
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    // Held back by the pacer: its slot is a deadline, before the probe's.
+    assert!(c.poll_transmit(PACED_T0 + 1, &mut hdr).is_none());
+    let all = c.next_timeout().expect("the pacer's slot");
+    let other = c.next_timeout_but_pacer().expect("the probe timer");
+    assert!(all < other, "{all} {other}");
+    // Once the slot is due, it stays the next timeout until data is sent;
+    // without it, the probe is.
+    let late = all + 1;
+    assert!(c.next_timeout().is_some_and(|t| t <= late));
+    assert_eq!(c.next_timeout_but_pacer(), Some(other));
+}
+
+#[test]
 fn a_sender_paced_slower_than_the_ack_delay_asks_for_each_ack() {
     // 250 kbit/s: a packet every 37 ms, the receiver's delay is 0.5 ms.
     assert_ne!(first_paced_flags(250, 500_000) & wire::flags::ACK_REQ, 0);

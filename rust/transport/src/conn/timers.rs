@@ -33,14 +33,21 @@ impl TxPath {
 impl<const P: usize> Connection<P> {
     /// When [`Self::on_timeout`] must be called next.
     pub fn next_timeout(&self) -> Option<u64> {
-        let tx = self.tx.iter().filter_map(|p| p.deadline);
-        let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
         // Only while new data still waits for it: a message cancelled or
         // refused, or a window that shrank, since the pacer held it back
         // leaves `paced` set until the next send, and a slot in the past
         // would be a timer firing every microsecond.
         let pacer = (self.paced && self.new_data_has_room()).then_some(self.next_send);
-        tx.chain(rx).chain(pacer).min()
+        self.next_timeout_but_pacer().into_iter().chain(pacer).min()
+    }
+
+    /// [`Self::next_timeout`] without the pacer's slot: for a caller whose
+    /// data sender will run anyway (and take the slot), so that a slot
+    /// already due does not make its timer fire at once, again and again.
+    pub fn next_timeout_but_pacer(&self) -> Option<u64> {
+        let tx = self.tx.iter().filter_map(|p| p.deadline);
+        let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
+        tx.chain(rx).min()
     }
 
     /// Handles the timers due at `now`.
