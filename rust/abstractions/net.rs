@@ -259,14 +259,7 @@ impl<H: UdpHandler> NetPort<H> {
         }
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
-        // IPPROTO_UDP.
-        fl.__fl_common.flowic_proto = 17;
-        // The ports take part in the route choice: a multipath route that
-        // hashes layer 4 (fib_multipath_hash_policy 1) spreads the paths.
-        fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
-            dport: dport.to_be(),
-            sport: sport.to_be(),
-        };
+        (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
         // SAFETY: `sk` is open (set under the lock) and so is its namespace;
         // `fl` is valid for the call.
         let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
@@ -296,14 +289,10 @@ impl<H: UdpHandler> NetPort<H> {
         }
         let mut fl = bindings::flowi6::default();
         fl.daddr.in6_u.u6_addr8 = daddr.0;
-        fl.__fl_common.flowic_proto = 17;
+        (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
         if daddr.is_link_local() {
             fl.__fl_common.flowic_oif = oif;
         }
-        fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
-            dport: dport.to_be(),
-            sport: sport.to_be(),
-        };
         // SAFETY: `sk6` is open (set under the lock) and so is its
         // namespace; `fl` is valid for the call.
         let dst = unsafe {
@@ -636,6 +625,19 @@ impl<H: UdpHandler> Drop for NetPorts<H> {
         // for every namespace.
         unsafe { bindings::unregister_pernet_subsys(PERNET.0.get()) };
     }
+}
+
+/// The protocol (IPPROTO_UDP) and ports of a flow key, either family's. The
+/// ports take part in the route choice: a multipath route that hashes
+/// layer 4 (fib_multipath_hash_policy 1) spreads the paths.
+fn udp_flow(sport: u16, dport: u16) -> (u8, bindings::flowi_uli__bindgen_ty_1) {
+    (
+        17,
+        bindings::flowi_uli__bindgen_ty_1 {
+            dport: dport.to_be(),
+            sport: sport.to_be(),
+        },
+    )
 }
 
 /// Whether socket creation failed because IPv6 is not there (not built,
