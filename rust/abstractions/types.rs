@@ -535,6 +535,11 @@ pub(crate) enum QpType {
     /// Reliable connected.
     #[default]
     Rc,
+    /// Unreliable connected: Sends and Writes only (no Reads, no
+    /// atomics), carried over the peer connection exactly as RC's are, so
+    /// delivered reliably (Documentation/verbs.md says what differs from
+    /// hardware UC).
+    Uc,
     /// Unreliable datagram.
     Ud,
     /// The general services QP (QP1) of the MAD layer: UD, for kernel
@@ -546,6 +551,7 @@ impl QpType {
     pub(super) fn from_raw(t: bindings::ib_qp_type) -> Option<Self> {
         match t {
             bindings::ib_qp_type_IB_QPT_RC => Some(Self::Rc),
+            bindings::ib_qp_type_IB_QPT_UC => Some(Self::Uc),
             bindings::ib_qp_type_IB_QPT_UD => Some(Self::Ud),
             bindings::ib_qp_type_IB_QPT_GSI => Some(Self::Gsi),
             _ => None,
@@ -555,6 +561,7 @@ impl QpType {
     pub(super) fn to_raw(self) -> bindings::ib_qp_type {
         match self {
             Self::Rc => bindings::ib_qp_type_IB_QPT_RC,
+            Self::Uc => bindings::ib_qp_type_IB_QPT_UC,
             Self::Ud => bindings::ib_qp_type_IB_QPT_UD,
             Self::Gsi => bindings::ib_qp_type_IB_QPT_GSI,
         }
@@ -563,6 +570,11 @@ impl QpType {
     /// Whether its messages are datagrams (UD and GSI).
     pub(crate) fn datagram(self) -> bool {
         matches!(self, Self::Ud | Self::Gsi)
+    }
+
+    /// Whether it may ask for Reads and atomics, and answer them (RC only).
+    pub(crate) fn answers(self) -> bool {
+        self == Self::Rc
     }
 }
 

@@ -389,7 +389,8 @@ impl Qp {
         let Some(new) = m.state else { return Ok(()) };
         match new {
             // A UD QP joins no connection: its datagrams go out one by one.
-            QpState::Rtr if n.qp_type == QpType::Rc => self.attach()?,
+            // RC and UC join their peer's.
+            QpState::Rtr if !n.qp_type.datagram() => self.attach()?,
             QpState::Err => match self.peer() {
                 Some(peer) => {
                     let mut ps = peer.st.lock();

@@ -363,7 +363,8 @@ impl QpShared {
             return Err(EINVAL);
         }
         let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
-        if (atomic.is_some() && len != 8) || (answered && wr.inline) {
+        // A UC QP has no Reads or atomics (verbs refuses them at post).
+        if (atomic.is_some() && len != 8) || (answered && (wr.inline || !self.qp_type.answers())) {
             return Err(EINVAL);
         }
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;

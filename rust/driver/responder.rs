@@ -162,6 +162,11 @@ impl QpShared {
             }
             // A second copy of a request held here (the stream takes it:
             // it carries no bytes) is ignored, not counted again.
+            // A UC QP answers none: its peer cannot have asked (the
+            // requester refuses them at post).
+            Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd if !self.qp_type.answers() => {
+                return Err(NakCode::InvalidRequest);
+            }
             Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd
                 if st.rx.get(idx).is_some_and(|m| m.used) =>
             {

@@ -4,7 +4,8 @@
 # a veth pair, over one device type: PERF_TYPE=metaroce (default) or rxe.
 # One test point per run: ib_{write,send,read,atomic}_bw with one QP and with
 # eight (-q 8), ib_{write,send,read}_lat, ib_{write,send,read}_bw connected
-# through RDMA-CM (-R) and ib_send_bw over UD (-c UD). Iteration counts are small, so that
+# through RDMA-CM (-R), ib_send_bw over UD (-c UD) and ib_{write,send}_bw
+# over UC (-c UC). Iteration counts are small, so that
 # the script stays within about four minutes in the TCG debug kernel, where
 # 64 KiB writes move ~0.01-0.02 Gb/s over rxe and ~0.004 Gb/s over MetaRoCE
 # (metaroce: ~3 min, rxe: ~1 min). With so few iterations no QP has more than
@@ -239,7 +240,7 @@ lat() {
 	kind_half=$half perf_point "$prog $* -n $lat_iters ($type)" lat "$prog" -n "$lat_iters" "$@"
 }
 
-ktap_plan 16
+ktap_plan 18
 
 if ! rdma_fabric_up "$type" 2>"$logs/setup"; then
 	ktap_info "$(cat "$logs/setup")"
@@ -262,10 +263,12 @@ lat ib_write_lat 1 -s 2
 lat ib_send_lat 1 -s 2
 lat ib_read_lat 0 -s 2
 # Connected through RDMA-CM (-R) instead of perftest's TCP exchange, and
-# UD Sends (at most the MTU each).
+# UD Sends (at most the MTU each), and UC Writes and Sends.
 bw ib_write_bw -s 65536 -R
 bw ib_send_bw -s 65536 -R
 bw ib_read_bw -s 65536 -R
 bw ib_send_bw -c UD -s 1024
+bw ib_write_bw -c UC -s 65536
+bw ib_send_bw -c UC -s 65536
 
 ktap_finish

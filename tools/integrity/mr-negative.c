@@ -216,7 +216,7 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
        C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH, C_ZERO_LEN,
-       C_SEND_INV, NCASES = C_SEND_INV };
+       C_SEND_INV, C_UC_READ, NCASES = C_UC_READ };
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -268,6 +268,7 @@ static const char *const case_name[NCASES + 1] = {
 	"wr_batch_all_or_nothing",
 	"zero_length_skips_rkey",
 	"send_with_inv_not_granted",
+	"uc_read_refused",
 };
 
 static struct {
@@ -876,6 +877,7 @@ static void server_prepare(struct cs *s)
 	case C_TRANSITIONS:
 	case C_QUERY:
 	case C_QP_TYPES:
+	case C_UC_READ:
 		break;
 	case C_DEREG_BUSY:
 	case C_DEREG_READ:
@@ -1795,6 +1797,94 @@ static int client_qp_types(struct cs *s)
 	return bad;
 }
 
+/* uc_read_refused: a UC QP, brought to RTS towards a QP number the server
+ * does not have, refuses a Read, a compare-and-swap and a fetch-and-add at
+ * post time (verbs: UC has none) and accepts nothing of them. A device
+ * without UC QPs skips the check (case unsupported_qp_type_errno covers
+ * the refusal). Returns 0 or -1 (failed, reported). */
+static int client_uc_read(struct cs *s)
+{
+	static const struct {
+		enum ibv_wr_opcode op;
+		const char *name;
+	} ops[] = { { IBV_WR_RDMA_READ, "RDMA Read" },
+		    { IBV_WR_ATOMIC_CMP_AND_SWP, "compare-and-swap" },
+		    { IBV_WR_ATOMIC_FETCH_AND_ADD, "fetch-and-add" } };
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = (enum ibv_mtu)D.mtu,
+		.dest_qp_num = ((uint32_t)s->peer.f[0] + 0x1000) & 0xffffff,
+		.rq_psn = (uint32_t)s->peer.f[1],
+		.ah_attr = { .port_num = (uint8_t)cfg.ib_port, .is_global = 1,
+			     .grh = { .sgid_index = (uint8_t)D.dev.gid_idx,
+				      .hop_limit = 64 } },
+	};
+	struct ibv_qp *qp = ibv_create_qp(D.pd, &ia);
+	struct ibv_wc wc;
+	int bad = 0, rc;
+
+	if (!qp) {
+		vmsg("case %d: no UC QP (%s): nothing to check", s->n,
+		     strerror(errno));
+		return 0;
+	}
+	memcpy(a.ah_attr.grh.dgid.raw, s->peer.gid, 16);
+	rc = qp_to_init(qp, cfg.ib_port, IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_REMOTE_WRITE);
+	if (!rc)
+		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				   IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				   IBV_QP_RQ_PSN);
+	if (!rc) {
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = s->psn;
+		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	}
+	if (rc) {
+		vfail(&s->v, "a UC QP to RTS: %s", strerror(rc));
+		bad = -1;
+	}
+	for (size_t i = 0; !bad && i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct ibv_sge sg = { (uintptr_t)s->buf, 8, s->mr[0]->lkey };
+		struct ibv_send_wr w = {
+			.wr_id = 0x20 + i, .sg_list = &sg, .num_sge = 1,
+			.opcode = ops[i].op, .send_flags = IBV_SEND_SIGNALED,
+		}, *badwr = NULL;
+
+		if (ops[i].op == IBV_WR_RDMA_READ) {
+			w.wr.rdma.remote_addr = (uintptr_t)s->buf;
+			w.wr.rdma.rkey = s->mr[0]->rkey;
+		} else {
+			w.wr.atomic.remote_addr = (uintptr_t)s->buf;
+			w.wr.atomic.rkey = s->mr[0]->rkey;
+		}
+		rc = ibv_post_send(qp, &w, &badwr);
+		vmsg("case %d: a %s on a UC QP: %s", s->n, ops[i].name,
+		     rc ? strerror(rc) : "accepted");
+		if (rc != EINVAL) {
+			vfail(&s->v, "a %s posted on a UC QP: %s, want %s",
+			      ops[i].name, rc ? strerror(rc) : "accepted",
+			      strerror(EINVAL));
+			bad = -1;
+		}
+	}
+	if (!bad && poll_one(s->cq, &wc, quiet_deadline()) == 1) {
+		vfail(&s->v, "a completion (wr_id 0x%llx, %s) after the "
+		      "refused posts", (unsigned long long)wc.wr_id,
+		      wc_name(wc.status));
+		bad = -1;
+	}
+	if (ibv_destroy_qp(qp))
+		msg("warning: ibv_destroy_qp failed");
+	return bad;
+}
+
 /* N signaled 64-byte Writes to the server's target, wr_ids FIRST on.
  * Returns 0 or -1 (failed, reported). */
 static int post_writes(struct cs *s, int n, uint64_t first)
@@ -2190,6 +2280,9 @@ static void client_act(struct cs *s)
 		break;
 	case C_QP_TYPES:
 		st = client_qp_types(s);
+		break;
+	case C_UC_READ:
+		st = client_uc_read(s);
 		break;
 	case C_FENCE:
 		st = client_fence(s);
