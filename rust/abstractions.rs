@@ -10,8 +10,8 @@
 //! driver's attributes in `rdma resource -dd`), `verbs_adapter`
 //! (the verbs operations), `ops` (the `DeviceOps` trait and the objects its
 //! operations are given), `types` (plain values), `memory` (pinned user pages,
-//! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port, timers),
-//! `netdev`, `sync`, `trace` (tracepoints), `bindings`.
+//! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port), `timer`
+//! (timers, the clock), `netdev`, `sync`, `trace` (tracepoints), `bindings`.
 
 mod adapter;
 mod bindings;
@@ -23,6 +23,7 @@ pub(crate) mod netdev;
 pub(crate) mod ops;
 mod restrack;
 pub(crate) mod sync;
+pub(crate) mod timer;
 pub(crate) mod trace;
 pub(crate) mod types;
 mod verbs_adapter;

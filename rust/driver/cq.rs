@@ -11,9 +11,9 @@
 
 use super::quota::{Kind, ObjectCounts, Quota};
 use crate::abstractions::{
-    net::{Timer, TimerHandler},
     ops::{CqEvents, ResAttrs},
     sync::SpinLockBh,
+    timer::{Timer, TimerHandler},
     types::{QpId, Wc, WcStatus},
 };
 use crate::new_spinlock_bh;

@@ -16,7 +16,8 @@ use super::{
     state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
 };
 use crate::abstractions::{
-    net::{now_ns, RxPacket, TimerHandler},
+    net::RxPacket,
+    timer::{now_ns, TimerHandler},
     trace::PeerTrace,
     types::{IpAddr, WcStatus},
 };

@@ -16,8 +16,8 @@ use super::{
     },
 };
 use crate::abstractions::{
-    net::{now_ns, Timer},
     ops::ResAttrs,
+    timer::{now_ns, Timer},
     types::{
         eopnotsupp, Access, IpAddr, QpCreate, QpModify, QpQuery, QpState, QpType, RecvWr, SendWr,
         WcOpcode, WcStatus, MAX_SGE as SGE_SLOTS,

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::abstractions::{
     memory::copy_from_user,
-    net::now_ns,
+    timer::now_ns,
     types::{QpState, SendOp, SendWr, WcStatus},
 };
 use crate::transport::{

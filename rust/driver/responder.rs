@@ -9,7 +9,7 @@ use super::{
     mr::{scatter, MrEntry, MrTable, PdId},
     state::{path_payload, requests, responses, Conn, QpInner, QpShared, RespEntry, RxMsg},
 };
-use crate::abstractions::net::now_ns;
+use crate::abstractions::timer::now_ns;
 use crate::abstractions::types::{Access, QpState, RecvWr, WcOpcode, WcStatus};
 use crate::transport::{
     conn::Message,

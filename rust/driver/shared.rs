@@ -17,8 +17,9 @@ use super::{
 };
 use crate::abstractions::{
     memory::Translation,
-    net::{now_ns, random_u32, NetPort, RxPacket, Timer, UdpHandler},
+    net::{random_u32, NetPort, RxPacket, UdpHandler},
     ops::ResAttrs,
+    timer::{now_ns, Timer},
     types::{Access, IpAddr, MrKeys, WcStatus},
 };
 use crate::new_spinlock_bh;

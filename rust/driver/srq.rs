@@ -19,9 +19,9 @@ use super::{
     quota::{Kind, ObjectCounts, Quota},
 };
 use crate::abstractions::{
-    net::{Timer, TimerHandler},
     ops::SrqEvents,
     sync::SpinLockBh,
+    timer::{Timer, TimerHandler},
     types::{RecvWr, SrqAttr, SrqModify, MAX_SGE as SGE_SLOTS},
 };
 use crate::new_spinlock_bh;

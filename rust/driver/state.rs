@@ -40,8 +40,9 @@ use super::{
 };
 use crate::abstractions::{
     memory::KernelMemory,
-    net::{NetPort, Timer},
+    net::NetPort,
     sync::{SpinLockBh, SpinLockIrq},
+    timer::Timer,
     trace::PeerTrace,
     types::{
         Access, IpAddr, QpCaps, QpId, QpState, QpType, RecvWr, SendOp, SendWr, Wc, WcOpcode,

@@ -17,7 +17,8 @@ use super::{
 };
 use crate::abstractions::{
     memory::copy_from_user,
-    net::{RxPacket, Timer, TimerHandler, TxError},
+    net::{RxPacket, TxError},
+    timer::{Timer, TimerHandler},
     types::{IbMtu, QpState, SendOp, SendWr, UdDest, WcOpcode, WcStatus},
 };
 use crate::transport::wire::{self, DatagramHeader, Packet, DATAGRAM_LEN, GRH_LEN, IMM_LEN};
