@@ -8,6 +8,7 @@ mod cq;
 pub(crate) mod device;
 mod frmr;
 pub(crate) mod link;
+mod mcast;
 mod mr;
 mod peer;
 mod qp;

@@ -153,6 +153,9 @@ impl<T: DeviceOps> Adapter<T> {
                     bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
                 attr.max_fast_reg_page_list_len = a.max_fast_reg_pages;
             }
+            attr.max_mcast_grp = a.max_mcast_grp;
+            attr.max_mcast_qp_attach = a.max_mcast_qp_attach;
+            attr.max_total_mcast_qp_attach = a.max_total_mcast_qp_attach;
             attr.max_qp_rd_atom = a.max_rd_atom;
             attr.max_qp_init_rd_atom = a.max_rd_atom;
             attr.max_res_rd_atom = a.max_rd_atom * a.max_qp;

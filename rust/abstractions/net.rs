@@ -182,8 +182,8 @@ impl<H: UdpHandler> NetPort<H> {
     /// Sends a UDP datagram from `sport` to the MetaRoCE port of `daddr`:
     /// `header`
     /// followed by `payload_len` bytes written by `fill`. `oif` is the index
-    /// of the net device a link-local IPv6 destination is reached through
-    /// (its scope); other destinations are routed. Runs in any context
+    /// of the net device a link-local IPv6 destination or a multicast group
+    /// is reached through (its scope); other destinations are routed. Runs in any context
     /// (atomic allocation). The port's lock is held for the route lookup and
     /// for the transmission, not while `fill` runs: the caller's locks may
     /// be taken there, and the port's lock is the last taken of all.
@@ -198,7 +198,7 @@ impl<H: UdpHandler> NetPort<H> {
     ) -> Result<(), TxError> {
         let dport = crate::transport::framing::UDP_PORT;
         let route = match daddr.v4() {
-            Some(v4) => self.route4(v4, sport, dport)?,
+            Some(v4) => self.route4(v4, daddr.is_multicast().then_some(oif), sport, dport)?,
             None => self.route6(&daddr, oif, sport, dport)?,
         };
         let total = header.len() + payload_len;
@@ -240,10 +240,17 @@ impl<H: UdpHandler> NetPort<H> {
         Ok(())
     }
 
-    /// The IPv4 route to `daddr` for a datagram between the two ports.
+    /// The IPv4 route to `daddr` for a datagram between the two ports,
+    /// through net device `oif` if given.
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
-    fn route4(&self, daddr: [u8; 4], sport: u16, dport: u16) -> Result<Route, TxError> {
+    fn route4(
+        &self,
+        daddr: [u8; 4],
+        oif: Option<i32>,
+        sport: u16,
+        dport: u16,
+    ) -> Result<Route, TxError> {
         let i = self.inner.lock();
         if i.sk.is_null() {
             return Err(TxError::Closed);
@@ -251,6 +258,9 @@ impl<H: UdpHandler> NetPort<H> {
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
+        if let Some(oif) = oif {
+            fl.__fl_common.flowic_oif = oif;
+        }
         // SAFETY: `sk` is open (set under the lock) and so is its namespace;
         // `fl` is valid for the call.
         let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
@@ -281,7 +291,7 @@ impl<H: UdpHandler> NetPort<H> {
         let mut fl = bindings::flowi6::default();
         fl.daddr.in6_u.u6_addr8 = daddr.0;
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
-        if daddr.is_link_local() {
+        if daddr.is_link_local() || daddr.is_multicast() {
             fl.__fl_common.flowic_oif = oif;
         }
         // SAFETY: `sk6` is open (set under the lock) and so is its

@@ -13,8 +13,8 @@ use super::{
     netdev::NetDevice,
     sync::SpinLockBh,
     types::{
-        Access, AhAttr, CounterDesc, DeviceAttr, LinkSpeed, MrKeys, PortAttr, PortImmutable,
-        QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify, Wc,
+        Access, AhAttr, CounterDesc, DeviceAttr, IpAddr, LinkSpeed, MrKeys, PortAttr,
+        PortImmutable, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify, Wc,
     },
 };
 use kernel::{
@@ -184,6 +184,11 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     /// keeps: UD sends carry its address in [`SendWr`]). May be called in
     /// atomic context.
     fn create_ah(dev: &Device<Self>, ah: &AhAttr) -> Result;
+    /// Attaches a UD queue pair to the multicast group of `gid` (a
+    /// multicast IPv6 or IPv4-mapped address; the core checked both).
+    fn attach_mcast(qp: &Self::Qp, gid: IpAddr) -> Result;
+    /// Detaches a queue pair from the group of `gid`.
+    fn detach_mcast(qp: &Self::Qp, gid: IpAddr) -> Result;
 }
 
 /// The driver's attributes of one object in an `rdma resource ... -dd`

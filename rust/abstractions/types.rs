@@ -159,6 +159,10 @@ pub(crate) struct DeviceAttr {
     /// Most pages of a fast registration (`alloc_mr`, REG_MR); 0: the
     /// memory management extensions are not offered.
     pub(crate) max_fast_reg_pages: u32,
+    /// Most multicast groups, QPs per group, and attachments in all.
+    pub(crate) max_mcast_grp: i32,
+    pub(crate) max_mcast_qp_attach: i32,
+    pub(crate) max_total_mcast_qp_attach: i32,
 }
 
 /// Link speed and width of a port, as `enum ib_port_speed` / `enum ib_port_width`.
@@ -472,6 +476,15 @@ impl IpAddr {
         // ::1 is loopback; the rest of ::/96 is unspecified or deprecated.
         let loopback = g[..15].iter().all(|b| *b == 0) && g[15] == 1;
         loopback || !g[..12].iter().all(|b| *b == 0)
+    }
+
+    /// Whether it is a multicast address: IPv4 `224.0.0.0/4` (mapped) or
+    /// IPv6 `ff00::/8`.
+    pub(crate) fn is_multicast(&self) -> bool {
+        match self.v4() {
+            Some(v) => v[0] & 0xf0 == 0xe0,
+            None => self.0[0] == 0xff,
+        }
     }
 
     /// Whether it is an IPv6 link-local address (`fe80::/10`): its scope is

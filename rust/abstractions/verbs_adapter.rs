@@ -203,6 +203,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.create_ah = Some(Self::create_ah);
         ops.create_user_ah = Some(Self::create_ah);
         ops.destroy_ah = Some(Self::destroy_ah);
+        ops.attach_mcast = Some(Self::attach_mcast);
+        ops.detach_mcast = Some(Self::detach_mcast);
     }
 
     /// # Safety
@@ -650,6 +652,41 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         // SAFETY: Initialised by `create_ah`; this is the last use.
         unsafe { Obj::<bindings::ib_ah, AhAttr>::drop_data(ah) };
         0
+    }
+
+    /// `attach_mcast`: a UD QP joins the multicast group of `gid` (the LID
+    /// means nothing on Ethernet). The core has checked that the QP is UD
+    /// and the GID a multicast one.
+    unsafe extern "C" fn attach_mcast(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> c_int {
+        // SAFETY: The core's arguments, passed on.
+        unsafe { Self::mcast(qp, gid, T::attach_mcast) }
+    }
+
+    /// `detach_mcast`: the QP leaves the group of `gid`.
+    unsafe extern "C" fn detach_mcast(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> c_int {
+        // SAFETY: The core's arguments, passed on.
+        unsafe { Self::mcast(qp, gid, T::detach_mcast) }
+    }
+
+    /// # Safety
+    ///
+    /// `qp` was initialised by `create_qp`; `gid` is valid for reads.
+    unsafe fn mcast(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        op: fn(&T::Qp, IpAddr) -> Result,
+    ) -> c_int {
+        // SAFETY: As the caller promises.
+        let (obj, gid) = unsafe { (Obj::<bindings::ib_qp, T::Qp>::from_raw(qp), (*gid).raw) };
+        from_result(|| op(&obj.data, IpAddr(gid)).map(|()| 0))
     }
 
     unsafe extern "C" fn create_qp(

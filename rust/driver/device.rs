@@ -6,6 +6,7 @@ use super::{
     counters::PORT_COUNTERS,
     cq::{Cq, MAX_CQE},
     frmr::{FastMem, MAX_FAST_PAGES},
+    mcast::{MAX_ATTACHED, MAX_GROUPS, MAX_PER_GROUP},
     mr::{check_mr_access, Mem, MAX_MRS},
     peer::paths,
     qp::{Qp, MAX_QP_WR, MAX_SGE},
@@ -23,9 +24,9 @@ use crate::abstractions::{
     netdev::NetDevice,
     ops::{CqEvents, Device, DeviceOps, ResAttrs, SrqEvents, Udata},
     types::{
-        Access, AhAttr, CounterDesc, DeviceAttr, IbMtu, LinkSpeed, MrKeys, PhysState, PortAttr,
-        PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr, SrqModify,
-        Wc,
+        Access, AhAttr, CounterDesc, DeviceAttr, IbMtu, IpAddr, LinkSpeed, MrKeys, PhysState,
+        PortAttr, PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr,
+        SrqModify, Wc,
     },
 };
 use crate::transport::framing::max_payload;
@@ -197,6 +198,9 @@ impl DeviceOps for MetaroceDevice {
             max_srq_wr: MAX_SRQ_WR as i32,
             max_srq_sge: MAX_SGE as i32,
             max_fast_reg_pages: MAX_FAST_PAGES as u32,
+            max_mcast_grp: MAX_GROUPS as i32,
+            max_mcast_qp_attach: MAX_PER_GROUP as i32,
+            max_total_mcast_qp_attach: MAX_ATTACHED as i32,
         })
     }
 
@@ -432,11 +436,19 @@ impl DeviceOps for MetaroceDevice {
     }
 
     fn create_ah(_dev: &Device<Self>, ah: &AhAttr) -> Result {
-        // Multicast needs attach_mcast, which the device does not have.
-        if !ah.ip.is_unicast() {
+        // A host, or a multicast group (UD sends to it: mcast.rs).
+        if !ah.ip.is_unicast() && !ah.ip.is_multicast() {
             return Err(EINVAL);
         }
         Ok(())
+    }
+
+    fn attach_mcast(qp: &Qp, gid: IpAddr) -> Result {
+        qp.attach_mcast(gid)
+    }
+
+    fn detach_mcast(qp: &Qp, gid: IpAddr) -> Result {
+        qp.detach_mcast(gid)
     }
 }
 

@@ -493,11 +493,24 @@ impl Qp {
         out.u32(c"reads_held", held)
     }
 
+    /// `attach_mcast` (mcast.rs).
+    pub(crate) fn attach_mcast(&self, ip: IpAddr) -> Result {
+        self.node.attach_mcast(ip)
+    }
+
+    /// `detach_mcast` (mcast.rs).
+    pub(crate) fn detach_mcast(&self, ip: IpAddr) -> Result {
+        self.node.detach_mcast(ip)
+    }
+
     pub(crate) fn destroy(&self) {
         let _serial = self.verbs.lock();
         let n = &self.node;
         self.detach();
         if n.qp_type.datagram() {
+            // uverbs detaches a process's groups first; a kernel
+            // consumer's are left here.
+            n.leave_groups();
             // No datagram reaches it any more (one found just before sees
             // it dead below).
             let gone = n.dev.tables.lock().ud.remove(&n.qpn);

@@ -9,6 +9,7 @@
 use super::{
     counters::{bump, Counters},
     frmr::FastMem,
+    mcast::{McGroups, MCAST_QPN},
     mr::{Mem, MrTable, PdId},
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
@@ -95,6 +96,7 @@ impl Shared {
                             qpns: RBTree::new(),
                             qp_count: 0,
                             ud: RBTree::new(),
+                            mcast: McGroups::new(),
                         },
                         "metaroce_tables"
                     ),
@@ -449,6 +451,10 @@ impl UdpHandler for Shared {
             return false;
         };
         if ptype == PacketType::Datagram {
+            // To a multicast group: for the device of the link it came by.
+            if conn == MCAST_QPN {
+                return self.owns_multicast(&pkt.daddr, pkt.iif);
+            }
             // Each device has a QP1, and QP numbers are unique per device
             // only: the datagram is for the device on the net device that
             // has its destination address.

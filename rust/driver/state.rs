@@ -32,6 +32,7 @@
 use super::{
     counters::Counters,
     cq::CqShared,
+    mcast::McGroups,
     mr::{MrTable, PdId},
     quota::ObjectCounts,
     rd_atomic::{Initiator, Target},
@@ -145,6 +146,8 @@ pub(super) struct Tables {
     pub(super) qp_count: usize,
     /// Its UD QPs by number, for the datagrams that arrive (ud.rs).
     pub(super) ud: RBTree<u32, Arc<QpShared>>,
+    /// The multicast groups its UD QPs are attached to (mcast.rs).
+    pub(super) mcast: McGroups,
 }
 
 /// The connection to one peer host, with its timer.

@@ -10,6 +10,7 @@
 
 use super::{
     counters::bump,
+    mcast::MCAST_QPN,
     mr::{scatter, sge_pieces},
     requester::MAX_INLINE,
     shared::QPN_MASK,
@@ -232,7 +233,7 @@ impl QpShared {
 
     /// Places an arriving datagram into the oldest receive, after its GRH
     /// (softirq).
-    fn deliver(&self, pkt: &RxPacket<'_>, h: &DatagramHeader, payload: &[u8]) {
+    pub(super) fn deliver(&self, pkt: &RxPacket<'_>, h: &DatagramHeader, payload: &[u8]) {
         let c = &self.dev.counters.ud;
         let mut st = self.st.lock();
         // Destroyed since the dispatch found it: nothing may complete for it.
@@ -335,6 +336,9 @@ impl Shared {
             bump(&self.counters.ud.malformed);
             return;
         };
+        if h.dest_qpn == MCAST_QPN {
+            return self.deliver_multicast(pkt, &h, payload);
+        }
         let qp = self.tables.lock().ud.get(&h.dest_qpn).cloned();
         match qp {
             Some(qp) => qp.deliver(pkt, &h, payload),

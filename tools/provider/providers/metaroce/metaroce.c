@@ -927,6 +927,7 @@ static void metaroce_free_context(struct ibv_context *ibctx)
 
 static const struct verbs_context_ops metaroce_ctx_ops = {
 	.alloc_pd = metaroce_alloc_pd,
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = metaroce_create_ah,
 	.create_cq = metaroce_create_cq,
 	.create_cq_ex = metaroce_create_cq_ex,
@@ -939,6 +940,7 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.destroy_cq = metaroce_destroy_cq,
 	.destroy_qp = metaroce_destroy_qp,
 	.destroy_srq = metaroce_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = metaroce_free_context,
 	.modify_qp = metaroce_modify_qp,
 	.modify_srq = metaroce_modify_srq,
