@@ -7,7 +7,8 @@
 # through an address handle of its address. Passed when both exit 0 (the
 # receiver waits for 20 completions) and, on MetaRoCE, the receiving
 # device's ud_rcvd_pkts counter grew by at least 20. The same runs on
-# rdma_rxe in the same boot, for comparison.
+# rdma_rxe in the same boot, for comparison; rxe's receiver getting nothing,
+# as seen on Debian's 7.2, is reported as TODO (any other rxe failure fails).
 #
 # Needs the rdma-core build with the MetaRoCE provider (make provider).
 
@@ -32,10 +33,10 @@ ud_rcvd() {
 		END { if (NR == 0) print 0 }' | head -n 1
 }
 
-# mckey_pair NAME GROUP: the receiver in A, once it has joined GROUP the
-# sender in B; one point.
+# mckey_pair TYPE NAME GROUP: the receiver in A, once it has joined GROUP
+# the sender in B; one point.
 mckey_pair() {
-	local name=$1 group=$2 spid crc src
+	local type=$1 name=$2 group=$3 spid crc src
 	ip netns exec "$NS_A" timeout 60 "$env" stdbuf -oL mckey -m "$group" -b "$FABRIC_IP_A" \
 		-C "$count" -S 1000 >"$logs/server" 2>&1 &
 	spid=$!
@@ -47,13 +48,20 @@ mckey_pair() {
 	crc=$?
 	wait "$spid"
 	src=$?
+	# rdma_rxe on Debian's 7.2 (check-stock, 2026-12-05): both join, the
+	# sender completes its 20 sends, the receiver gets none and times out.
+	if [ "$type" = rxe ] && [ "$crc" -eq 0 ] && [ "$src" -eq 124 ]; then
+		sed 's/^/# server: /' "$logs/server" | head -n 8
+		ktap_todo "$name" "rdma_rxe: the sender completes, the receiver gets none of the datagrams"
+		return
+	fi
 	pair_verdict "$name" "$crc" "$src" "$logs"
 }
 
 type_points() {
 	local t=$1 before after
 	before=$(ud_rcvd "$RDMA_A")
-	mckey_pair "$t: mckey, $count datagrams of 1000 bytes to 239.1.2.3" 239.1.2.3
+	mckey_pair "$t" "$t: mckey, $count datagrams of 1000 bytes to 239.1.2.3" 239.1.2.3
 	after=$(ud_rcvd "$RDMA_A")
 	if [ "$t" != metaroce ]; then
 		ktap_skip "$t: the receiving device counted the datagrams" "MetaRoCE's counter"
