@@ -586,7 +586,7 @@ impl QpType {
     }
 
     /// Whether it may ask for Reads and atomics, and answer them (RC only).
-    pub(crate) fn answers(self) -> bool {
+    pub(crate) fn has_reads_and_atomics(self) -> bool {
         self == Self::Rc
     }
 }

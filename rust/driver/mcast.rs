@@ -24,18 +24,19 @@ pub(super) const MAX_PER_GROUP: usize = 64;
 pub(super) const MAX_ATTACHED: usize = 1024;
 
 /// One multicast group of a device: its address and the QPs attached.
-pub(super) struct McGroup {
+pub(super) struct McGroup<Q> {
     ip: IpAddr,
-    qps: KVec<Arc<QpShared>>,
+    qps: KVec<Arc<Q>>,
 }
 
-/// A device's multicast groups (in its tables, under their lock).
-pub(super) struct McGroups {
-    groups: KVec<McGroup>,
+/// A device's multicast groups (in its tables, under their lock), whose
+/// members are `Q`s (QPs; the tests use plain values).
+pub(super) struct McGroups<Q = QpShared> {
+    groups: KVec<McGroup<Q>>,
     attached: usize,
 }
 
-impl McGroups {
+impl<Q> McGroups<Q> {
     pub(super) const fn new() -> Self {
         Self {
             groups: KVec::new(),
@@ -43,7 +44,7 @@ impl McGroups {
         }
     }
 
-    fn group(&self, ip: &IpAddr) -> Option<&McGroup> {
+    fn group(&self, ip: &IpAddr) -> Option<&McGroup<Q>> {
         self.groups.iter().find(|g| g.ip == *ip)
     }
 
@@ -52,16 +53,23 @@ impl McGroups {
         self.group(ip).is_some()
     }
 
-    /// The `k`th QP attached to the group of `ip`, if there is one.
-    fn member(&self, ip: &IpAddr, k: usize) -> Option<Arc<QpShared>> {
-        self.group(ip)?.qps.get(k).cloned()
+    /// The QPs attached to the group of `ip` (at most [`MAX_PER_GROUP`]),
+    /// copied into `out`; how many.
+    fn members(&self, ip: &IpAddr, out: &mut [Option<Arc<Q>>; MAX_PER_GROUP]) -> usize {
+        let Some(g) = self.group(ip) else { return 0 };
+        let mut n = 0;
+        for (slot, qp) in out.iter_mut().zip(g.qps.iter()) {
+            *slot = Some(qp.clone());
+            n += 1;
+        }
+        n
     }
 
     /// Attaches `qp` to the group of `ip`; attaching it again is no change.
-    fn attach(&mut self, qp: &Arc<QpShared>, ip: IpAddr) -> Result {
+    fn attach(&mut self, qp: &Arc<Q>, ip: IpAddr) -> Result {
         let at = self.groups.iter().position(|g| g.ip == ip);
         if let Some(g) = at.and_then(|i| self.groups.get(i)) {
-            if g.qps.iter().any(|q| q.qpn == qp.qpn) {
+            if g.qps.iter().any(|q| Arc::ptr_eq(q, qp)) {
                 return Ok(());
             }
             if g.qps.len() >= MAX_PER_GROUP {
@@ -95,24 +103,17 @@ impl McGroups {
         Ok(())
     }
 
-    /// Detaches QP `qpn` from the group of `ip` (`None`: from every group).
-    /// Returns the references it held, for the caller to drop once the
-    /// tables' lock is released; none if it was not attached.
-    fn detach(&mut self, qpn: u32, ip: Option<IpAddr>) -> KVec<Arc<QpShared>> {
-        let mut gone = KVec::new();
+    /// Detaches `qp` from the group of `ip` (`None`: from every group);
+    /// how many attachments it had there. The references dropped here
+    /// are never the last: the caller holds `qp`.
+    fn detach(&mut self, qp: &Arc<Q>, ip: Option<IpAddr>) -> usize {
+        let mut n = 0;
         let mut i = 0;
         while let Some(g) = self.groups.get_mut(i) {
-            if ip.is_some_and(|ip| ip != g.ip) {
-                i += 1;
-                continue;
-            }
-            if let Some(k) = g.qps.iter().position(|q| q.qpn == qpn) {
-                if let Ok(q) = g.qps.remove(k) {
-                    self.attached = self.attached.saturating_sub(1);
-                    // Room for it was there, or it is dropped here, under
-                    // the lock: harmless, the verbs object holds another.
-                    let _ = gone.push(q, GFP_ATOMIC);
-                }
+            if ip.is_none_or(|ip| ip == g.ip) {
+                let before = g.qps.len();
+                g.qps.retain(|q| !Arc::ptr_eq(q, qp));
+                n += before - g.qps.len();
             }
             if g.qps.is_empty() {
                 self.groups.remove(i).ok();
@@ -120,14 +121,16 @@ impl McGroups {
                 i += 1;
             }
         }
-        gone
+        self.attached = self.attached.saturating_sub(n);
+        n
     }
 }
 
 impl QpShared {
     /// `attach_mcast`: the QP receives the datagrams sent to the group of
     /// `ip`. EINVAL for an address that is not multicast or a QP that is
-    /// not UD (QP1 included); ENOMEM past the limits.
+    /// not UD (QP1 included); ENOMEM past the limits. The caller (qp.rs)
+    /// serialises it with `destroy_qp`, which leaves every group.
     pub(super) fn attach_mcast(self: &Arc<Self>, ip: IpAddr) -> Result {
         if !self.qp_type.datagram() || self.qpn <= 1 || !ip.is_multicast() {
             return Err(EINVAL);
@@ -136,19 +139,16 @@ impl QpShared {
     }
 
     /// `detach_mcast`: EINVAL if the QP is not attached to the group.
-    pub(super) fn detach_mcast(&self, ip: IpAddr) -> Result {
-        let gone = self.dev.tables.lock().mcast.detach(self.qpn, Some(ip));
-        if gone.is_empty() {
-            return Err(EINVAL);
+    pub(super) fn detach_mcast(self: &Arc<Self>, ip: IpAddr) -> Result {
+        match self.dev.tables.lock().mcast.detach(self, Some(ip)) {
+            0 => Err(EINVAL),
+            _ => Ok(()),
         }
-        drop(gone);
-        Ok(())
     }
 
     /// Detaches the QP from every group (it is being destroyed).
-    pub(super) fn leave_groups(&self) {
-        let gone = self.dev.tables.lock().mcast.detach(self.qpn, None);
-        drop(gone);
+    pub(super) fn leave_groups(self: &Arc<Self>) {
+        self.dev.tables.lock().mcast.detach(self, None);
     }
 }
 
@@ -160,19 +160,14 @@ impl Shared {
     }
 
     /// Delivers a datagram sent to a group to each QP attached to it, as a
-    /// datagram to that QP (each checks its state, Q_Key and receive).
+    /// datagram to that QP (each checks its state, Q_Key and receive): the
+    /// members as they were when it arrived, delivered to with the tables'
+    /// lock released (`deliver` takes it, and the QP's).
     pub(super) fn deliver_multicast(&self, pkt: &RxPacket<'_>, h: &DatagramHeader, payload: &[u8]) {
-        let mut k = 0;
-        // One QP at a time, the lock not held while it is delivered to: a
-        // QP detached meanwhile may be skipped or visited once more, as
-        // for a datagram that crossed the detach.
-        loop {
-            // (A statement of its own: the guard of a `while let`
-            // scrutinee would live through the body.)
-            let qp = self.tables.lock().mcast.member(&pkt.daddr, k);
-            let Some(qp) = qp else { break };
+        let mut members: [Option<Arc<QpShared>>; MAX_PER_GROUP] = [const { None }; MAX_PER_GROUP];
+        let n = self.tables.lock().mcast.members(&pkt.daddr, &mut members);
+        for qp in members.iter().take(n).flatten() {
             qp.deliver(pkt, h, payload);
-            k += 1;
         }
     }
 }
@@ -181,17 +176,70 @@ impl Shared {
 mod tests {
     use super::*;
 
+    fn group(n: u8) -> IpAddr {
+        IpAddr::from_v4([239, 0, 1, n])
+    }
+
+    /// `n` distinct members.
+    fn members(n: usize) -> KVec<Arc<u32>> {
+        let mut v = KVec::new();
+        for i in 0..n as u32 {
+            v.push(Arc::new(i, GFP_KERNEL).expect("memory"), GFP_KERNEL)
+                .expect("memory");
+        }
+        v
+    }
+
     #[test]
-    fn multicast_addresses_are_told_apart() {
-        assert!(IpAddr::from_v4([239, 1, 2, 3]).is_multicast());
-        assert!(IpAddr::from_v4([224, 0, 0, 1]).is_multicast());
-        assert!(!IpAddr::from_v4([10, 0, 0, 1]).is_multicast());
-        assert!(!IpAddr::from_v4([240, 0, 0, 1]).is_multicast());
-        let mut ff02 = [0u8; 16];
-        ff02[0] = 0xff;
-        ff02[1] = 0x02;
-        ff02[15] = 1;
-        assert!(IpAddr(ff02).is_multicast());
-        assert!(!IpAddr([0u8; 16]).is_multicast());
+    fn attachments_are_counted_and_bounded() {
+        let mut m = McGroups::<u32>::new();
+        let qps = members(MAX_PER_GROUP + 1);
+        for qp in qps.iter().take(MAX_PER_GROUP) {
+            assert_eq!(m.attach(qp, group(1)), Ok(()));
+        }
+        // Again: no change; one more: the group is full.
+        assert_eq!(m.attach(&qps[0], group(1)), Ok(()));
+        assert_eq!(m.attached, MAX_PER_GROUP);
+        assert_eq!(m.attach(&qps[MAX_PER_GROUP], group(1)), Err(ENOMEM));
+        let mut out = [const { None }; MAX_PER_GROUP];
+        assert_eq!(m.members(&group(1), &mut out), MAX_PER_GROUP);
+        assert_eq!(m.members(&group(2), &mut out), 0);
+        // Detached once from its group, then from nothing.
+        assert_eq!(m.detach(&qps[3], Some(group(1))), 1);
+        assert_eq!(m.detach(&qps[3], Some(group(1))), 0);
+        assert_eq!(m.detach(&qps[4], Some(group(2))), 0);
+        assert_eq!(m.attached, MAX_PER_GROUP - 1);
+        // One QP in two groups leaves both; an empty group goes.
+        assert_eq!(m.attach(&qps[0], group(2)), Ok(()));
+        assert!(m.has(&group(2)));
+        assert_eq!(m.detach(&qps[0], None), 2);
+        assert!(!m.has(&group(2)));
+        for qp in qps.iter().take(MAX_PER_GROUP) {
+            m.detach(qp, None);
+        }
+        assert_eq!((m.attached, m.groups.len()), (0, 0));
+    }
+
+    #[test]
+    fn groups_and_the_total_are_bounded() {
+        let mut m = McGroups::<u32>::new();
+        let qp = Arc::new(7u32, GFP_KERNEL).expect("memory");
+        for g in 0..MAX_GROUPS {
+            let ip = IpAddr::from_v4([239, 1, (g >> 8) as u8, g as u8]);
+            assert_eq!(m.attach(&qp, ip), Ok(()));
+        }
+        // One group too many.
+        assert_eq!(m.attach(&qp, group(0)), Err(ENOMEM));
+        // The total: 1024 attachments over full groups.
+        let mut m = McGroups::<u32>::new();
+        let qps = members(MAX_PER_GROUP);
+        for g in 0..MAX_ATTACHED / MAX_PER_GROUP {
+            for qp in qps.iter() {
+                assert_eq!(m.attach(qp, group(g as u8)), Ok(()));
+            }
+        }
+        assert_eq!(m.attached, MAX_ATTACHED);
+        // One attachment too many.
+        assert_eq!(m.attach(&qps[0], group(200)), Err(ENOMEM));
     }
 }

@@ -43,6 +43,12 @@ use kernel::{
 /// Limits reported by `query_device` and enforced at creation.
 pub(crate) const MAX_QP_WR: u32 = 1024;
 pub(crate) const MAX_SGE: u32 = SGE_SLOTS as u32;
+/// A UC QP's local ACK timeout and retry count. UC's transitions cannot set
+/// them (the core's table), and without them a UC QP whose peer is gone
+/// would wait for ever: with these its requests fail after the patience of
+/// (14, 7), the 10 s floor (`session::patience_ns`).
+const UC_TIMEOUT: u8 = 14;
+const UC_RETRY_CNT: u8 = 7;
 
 /// A queue pair.
 pub(crate) struct Qp {
@@ -187,8 +193,15 @@ impl Qp {
                             dest_ip: IpAddr::default(),
                             max_rd_atomic: 0,
                             max_dest_rd_atomic: 0,
-                            timeout: 0,
-                            retry_cnt: 0,
+                            // UC's transitions cannot set them (the
+                            // core's table): a fixed patience, so that a
+                            // UC QP whose peer is gone fails in time.
+                            timeout: if qp_type == QpType::Uc { UC_TIMEOUT } else { 0 },
+                            retry_cnt: if qp_type == QpType::Uc {
+                                UC_RETRY_CNT
+                            } else {
+                                0
+                            },
                             rnr_retry: 0,
                             min_rnr_timer: 0,
                             peer: None,
@@ -493,13 +506,19 @@ impl Qp {
         out.u32(c"reads_held", held)
     }
 
-    /// `attach_mcast` (mcast.rs).
+    /// `attach_mcast` (mcast.rs), serialised with `destroy` (which
+    /// leaves every group): none can attach a QP being destroyed.
     pub(crate) fn attach_mcast(&self, ip: IpAddr) -> Result {
+        let _serial = self.verbs.lock();
+        if self.node.st.lock().dead {
+            return Err(EINVAL);
+        }
         self.node.attach_mcast(ip)
     }
 
     /// `detach_mcast` (mcast.rs).
     pub(crate) fn detach_mcast(&self, ip: IpAddr) -> Result {
+        let _serial = self.verbs.lock();
         self.node.detach_mcast(ip)
     }
 
@@ -508,8 +527,8 @@ impl Qp {
         let n = &self.node;
         self.detach();
         if n.qp_type.datagram() {
-            // uverbs detaches a process's groups first; a kernel
-            // consumer's are left here.
+            // uverbs refuses to destroy a QP still attached (EBUSY) and
+            // detaches at process exit; a kernel consumer's are left here.
             n.leave_groups();
             // No datagram reaches it any more (one found just before sees
             // it dead below).
@@ -672,6 +691,8 @@ mod tests {
         );
         assert_eq!(next_free_qpn(u32::MAX, |_| false), Some(FIRST_QPN));
         assert_eq!(next_free_qpn(0x80, |q| q == 0x81 || q == 0x82), Some(0x83));
+        // The multicast QP number is never handed out.
+        assert_eq!(next_free_qpn(QPN_MASK - 1, |_| false), Some(FIRST_QPN));
     }
 
     fn v6(groups: [u16; 8]) -> IpAddr {
@@ -680,6 +701,17 @@ mod tests {
             a[2 * i..2 * i + 2].copy_from_slice(&g.to_be_bytes());
         }
         IpAddr(a)
+    }
+
+    #[test]
+    fn multicast_addresses_are_told_apart() {
+        assert!(IpAddr::from_v4([239, 1, 2, 3]).is_multicast());
+        assert!(IpAddr::from_v4([224, 0, 0, 1]).is_multicast());
+        assert!(!IpAddr::from_v4([10, 0, 0, 1]).is_multicast());
+        assert!(!IpAddr::from_v4([240, 0, 0, 1]).is_multicast());
+        assert!(v6([0xff02, 0, 0, 0, 0, 0, 0, 1]).is_multicast());
+        assert!(!v6([0xfe80, 0, 0, 0, 0, 0, 0, 1]).is_multicast());
+        assert!(!IpAddr::default().is_multicast());
     }
 
     #[test]

@@ -364,7 +364,9 @@ impl QpShared {
         }
         let answered = matches!(opcode, Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd);
         // A UC QP has no Reads or atomics (verbs refuses them at post).
-        if (atomic.is_some() && len != 8) || (answered && (wr.inline || !self.qp_type.answers())) {
+        if (atomic.is_some() && len != 8)
+            || (answered && (wr.inline || !self.qp_type.has_reads_and_atomics()))
+        {
             return Err(EINVAL);
         }
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;

@@ -164,7 +164,9 @@ impl QpShared {
             // it carries no bytes) is ignored, not counted again.
             // A UC QP answers none: its peer cannot have asked (the
             // requester refuses them at post).
-            Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd if !self.qp_type.answers() => {
+            Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd
+                if !self.qp_type.has_reads_and_atomics() =>
+            {
                 return Err(NakCode::InvalidRequest);
             }
             Opcode::ReadReq | Opcode::CmpSwap | Opcode::FetchAdd

@@ -59,7 +59,8 @@ pub(super) fn next_free_qpn(last: u32, used: impl Fn(u32) -> bool) -> Option<u32
     let mut q = last & QPN_MASK;
     for _ in 0..=QPN_MASK {
         q = (q + 1) & QPN_MASK;
-        if q >= FIRST_QPN && !used(q) {
+        // 0xFFFFFF names a multicast group (mcast.rs), never a QP.
+        if q >= FIRST_QPN && q != MCAST_QPN && !used(q) {
             return Some(q);
         }
     }

@@ -10,7 +10,7 @@
 //! QP to the error state. Safe Rust only.
 //!
 //! Mapping (Documentation/verbs.md): a device keeps one transport connection
-//! per peer host (`Peer`), for as long as it lives, and every RC queue pair
+//! per peer host (`Peer`), for as long as it lives, and every RC or UC queue pair
 //! to that host is a pair of streams on it: its requests travel on stream
 //! `2 * receiver's QPN`, the answers to them (Read data, atomic results) on
 //! `2 * requester's QPN + 1`. The connection sprays all of them over `paths()`

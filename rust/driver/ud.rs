@@ -63,8 +63,12 @@ impl QpShared {
         };
         let len = wr.len();
         // One datagram per message: larger ones are refused, not cut. A QP
-        // number has 24 bits.
-        if len > u64::from(ud_mtu(self.dev.payload)) || dest.qpn > QPN_MASK {
+        // number has 24 bits; a group is sent to as QP 0xFFFFFF, and only a
+        // group is (every receiver would drop the datagram uncounted).
+        if len > u64::from(ud_mtu(self.dev.payload))
+            || dest.qpn > QPN_MASK
+            || dest.ah.ip.is_multicast() != (dest.qpn == MCAST_QPN)
+        {
             return Err(EINVAL);
         }
         Ok((dest, imm, len))

@@ -171,6 +171,11 @@
  *                              sender's completion IBV_WC_REM_INV_REQ_ERR,
  *                              the receive never completes successfully,
  *                              and the region still deregisters
+ *  30 uc_read_refused          a UC QP of the client, in RTS, refuses an
+ *                              RDMA Read, a compare-and-swap and a
+ *                              fetch-and-add at post time (EINVAL) and
+ *                              completes nothing (a device without UC QPs
+ *                              passes: case 20 covers that)
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
