@@ -353,16 +353,24 @@ run_type() {
 }
 
 # What each sender's connection did (MetaRoCE): the fields of its peer line
-# that say why a sender fell behind or burst (resends, path moves, timeouts).
+# that say why a sender fell behind or burst (resends, path moves, timeouts),
+# and the receiver's line for that sender (a resend the receiver counts as a
+# duplicate was not needed: its packet had arrived, its ACK had not).
 sender_details() {
-	local i
+	local i r
 	for ((i = 0; i < senders; i++)); do
-		awk -v i="$i" '$1 == "peer" && $2 == "10.80.0.2" {
+		r=$(awk -v ip="10.80.$((i + 1)).2" '$1 == "peer" && $2 == ip {
+			o = ""
+			for (k = 3; k < NF; k += 2)
+				if ($k ~ /^(rcvd|duplicates|acks_sent|dropped)$/)
+					o = o " " $k " " $(k + 1)
+			print o }' "$debugfs/$DEV_V" 2>/dev/null)
+		awk -v i="$i" -v r="$r" '$1 == "peer" && $2 == "10.80.0.2" {
 			o = "incast: sender " i
 			for (k = 3; k < NF; k += 2)
-				if ($k ~ /^(window|srtt_us|sent|resent|spurious|relocated|moves|timeouts|naks_rcvd)$/)
+				if ($k ~ /^(window|srtt_us|sent|resent|spurious|relocated|moves|timeouts|naks_rcvd|acks_rcvd)$/)
 					o = o " " $k " " $(k + 1)
-			print o }' "$debugfs/${DEVS_S[i]}"
+			print o " | receiver:" r }' "$debugfs/${DEVS_S[i]}"
 	done
 }
 
