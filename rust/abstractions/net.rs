@@ -197,8 +197,10 @@ impl<H: UdpHandler> NetPort<H> {
         fill: impl FnOnce(&mut [u8]) -> Result,
     ) -> Result<(), TxError> {
         let dport = crate::transport::framing::UDP_PORT;
+        // Only these are scoped to the device's link; the rest is routed.
+        let oif = (daddr.is_link_local() || daddr.is_multicast()).then_some(oif);
         let route = match daddr.v4() {
-            Some(v4) => self.route4(v4, daddr.is_multicast().then_some(oif), sport, dport)?,
+            Some(v4) => self.route4(v4, oif, sport, dport)?,
             None => self.route6(&daddr, oif, sport, dport)?,
         };
         let total = header.len() + payload_len;
@@ -275,11 +277,18 @@ impl<H: UdpHandler> NetPort<H> {
         })
     }
 
-    /// The IPv6 route to `daddr` for a datagram between the two ports, with
-    /// the source address the stack chose.
+    /// The IPv6 route to `daddr` for a datagram between the two ports,
+    /// through net device `oif` if given, with the source address the stack
+    /// chose.
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
-    fn route6(&self, daddr: &IpAddr, oif: i32, sport: u16, dport: u16) -> Result<Route, TxError> {
+    fn route6(
+        &self,
+        daddr: &IpAddr,
+        oif: Option<i32>,
+        sport: u16,
+        dport: u16,
+    ) -> Result<Route, TxError> {
         let i = self.inner.lock();
         if i.sk6.is_null() {
             return Err(if i.sk.is_null() {
@@ -291,7 +300,7 @@ impl<H: UdpHandler> NetPort<H> {
         let mut fl = bindings::flowi6::default();
         fl.daddr.in6_u.u6_addr8 = daddr.0;
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
-        if daddr.is_link_local() || daddr.is_multicast() {
+        if let Some(oif) = oif {
             fl.__fl_common.flowic_oif = oif;
         }
         // SAFETY: `sk6` is open (set under the lock) and so is its

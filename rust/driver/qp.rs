@@ -142,6 +142,11 @@ impl Qp {
         };
         // What a process creates is charged to its memory cgroup. The
         // larger parts are allocated one by one, not built on the stack.
+        // UC's transitions cannot set these (UC_TIMEOUT); RC's start at 0.
+        let (timeout, retry_cnt) = match qp_type {
+            QpType::Uc => (UC_TIMEOUT, UC_RETRY_CNT),
+            _ => (0, 0),
+        };
         let rstream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
         let resp_stream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
         let mut rx = KVec::with_capacity(MAX_OUTSTANDING as usize, GFP_KERNEL_ACCOUNT)?;
@@ -193,15 +198,8 @@ impl Qp {
                             dest_ip: IpAddr::default(),
                             max_rd_atomic: 0,
                             max_dest_rd_atomic: 0,
-                            // UC's transitions cannot set them (the
-                            // core's table): a fixed patience, so that a
-                            // UC QP whose peer is gone fails in time.
-                            timeout: if qp_type == QpType::Uc { UC_TIMEOUT } else { 0 },
-                            retry_cnt: if qp_type == QpType::Uc {
-                                UC_RETRY_CNT
-                            } else {
-                                0
-                            },
+                            timeout,
+                            retry_cnt,
                             rnr_retry: 0,
                             min_rnr_timer: 0,
                             peer: None,

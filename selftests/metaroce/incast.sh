@@ -357,21 +357,24 @@ run_type() {
 # and the receiver's line for that sender (a resend the receiver counts as a
 # duplicate was not needed: its packet had arrived, its ACK had not).
 sender_details() {
-	local i r
+	local i s r
 	for ((i = 0; i < senders; i++)); do
-		r=$(awk -v ip="10.80.$((i + 1)).2" '$1 == "peer" && $2 == ip {
-			o = ""
-			for (k = 3; k < NF; k += 2)
-				if ($k ~ /^(rcvd|duplicates|acks_sent|dropped)$/)
-					o = o " " $k " " $(k + 1)
-			print o }' "$debugfs/$DEV_V" 2>/dev/null)
-		awk -v i="$i" -v r="$r" '$1 == "peer" && $2 == "10.80.0.2" {
-			o = "incast: sender " i
-			for (k = 3; k < NF; k += 2)
-				if ($k ~ /^(window|srtt_us|sent|resent|spurious|relocated|moves|timeouts|naks_rcvd|acks_rcvd)$/)
-					o = o " " $k " " $(k + 1)
-			print o " | receiver:" r }' "$debugfs/${DEVS_S[i]}"
+		s=$(peer_fields "${DEVS_S[i]}" 10.80.0.2 \
+			'window|srtt_us|sent|resent|spurious|relocated|moves|timeouts|naks_rcvd|acks_rcvd')
+		r=$(peer_fields "$DEV_V" "10.80.$((i + 1)).2" 'rcvd|duplicates|acks_sent|dropped')
+		echo "incast: sender $i$s | receiver:$r"
 	done
+}
+
+# peer_fields DEV IP NAMES: " name value" for each field of DEV's telemetry
+# line of peer IP whose name is one of NAMES (an awk alternation).
+peer_fields() {
+	awk -v ip="$2" -v re="^($3)\$" '$1 == "peer" && $2 == ip {
+		o = ""
+		for (k = 3; k < NF; k += 2)
+			if ($k ~ re)
+				o = o " " $k " " $(k + 1)
+		print o }' "$debugfs/$1" 2>/dev/null
 }
 
 report() {
