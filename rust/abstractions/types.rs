@@ -268,6 +268,8 @@ pub(crate) enum WcStatus {
     RemOpErr,
     /// The peer stopped answering or came back as a new incarnation.
     RetryExcErr,
+    /// The peer's receiver had no receive posted, `rnr_retry` times.
+    RnrRetryExcErr,
     /// A local operation (fast registration, invalidation) was not
     /// possible in the region's state or with its arguments.
     LocQpOpErr,

@@ -22,7 +22,7 @@ const N: usize = EVENTS + DROP_REASONS + REFUSALS + DATAGRAMS;
 const DATAGRAMS: usize = 8;
 
 /// The counters before the drop reasons.
-const EVENTS: usize = 20;
+const EVENTS: usize = 21;
 
 /// The port counters' names, in the order of [`values`].
 pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
@@ -46,6 +46,7 @@ pub(crate) const PORT_COUNTERS: &[CounterDesc; N] = &[
     CounterDesc::new(c"retry_exceeded_err"),
     CounterDesc::new(c"peer_connections"),
     CounterDesc::new(c"link_downed"),
+    CounterDesc::new(c"rnr_waits"),
     // One per drop reason, in the order of `transport::stats::DropReason::ALL`
     // (KUnit `metaroce_counters` checks).
     CounterDesc::new(c"drop_truncated"),
@@ -217,6 +218,7 @@ fn values(t: &Stats, c: &Counters, peers: usize) -> [u64; N] {
         c.retry_exceeded.load(Relaxed),
         peers as u64,
         c.link_downed.load(Relaxed),
+        t.rnr_waits,
     ];
     let mut v = [0; N];
     let all = Iterator::chain(events.iter(), t.drops.iter());

@@ -445,10 +445,11 @@ impl Peer {
             }
         }
         if let Ok(Received::Data(h, bytes)) = r {
-            let (verdict, answered) = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
+            let (verdict, answered, rnr_timer) = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
                 Some(qp) => {
                     let mut st = qp.st.lock();
                     let v = qp.on_data(&mut st, &mut ps.conn, &h, bytes);
+                    let rnr_timer = st.min_rnr_timer;
                     // Answer data placed now (not a late copy of one that
                     // completed, which anyone who saw it could send again):
                     // when its request was handed to the connection. A
@@ -470,18 +471,28 @@ impl Peer {
                     if left {
                         self.wake(&qp);
                     }
-                    (v, answered)
+                    (v, answered, rnr_timer)
                 }
                 // No such queue pair (any more) on this host: the sender
                 // treats it as a peer QP that never answers.
-                None => (Err(NakCode::NoQueuePair), None),
+                None => (Err(NakCode::NoQueuePair), None, 0),
             };
             if let Some(posted) = answered {
                 ps.answered_at = now;
                 ps.answered_after = ps.answered_after.max(posted);
             }
-            if let Err(code) = verdict {
-                ps.conn.reject(h.common.path, h.stream, h.msn, code);
+            match verdict {
+                // No receive posted: not acknowledged, sent again after
+                // the QP's RNR timer (`conn::rnr`).
+                Err(NakCode::ReceiverNotReady) => {
+                    let c = h.common;
+                    ps.conn
+                        .not_ready(c.path, c.psn, c.timestamp, h.stream, h.msn, rnr_timer);
+                }
+                Err(code) => {
+                    ps.conn.reject(h.common.path, h.stream, h.msn, code);
+                }
+                Ok(_) => {}
             }
         }
         self.pump(timer, ps, false);

@@ -49,6 +49,12 @@ pub(crate) const MAX_SGE: u32 = SGE_SLOTS as u32;
 /// (14, 7), the 10 s floor (`session::patience_ns`).
 const UC_TIMEOUT: u8 = 14;
 const UC_RETRY_CNT: u8 = 7;
+/// A UC QP's RNR retry count and timer, which UC's transitions cannot set
+/// either: a Send that finds no receive is tried again after 1.28 ms (code
+/// 14), 6 times, then fails with `RNR_RETRY_EXC_ERR` (7 would be for ever;
+/// hardware UC would drop it, see verbs.md).
+const UC_RNR_RETRY: u8 = 6;
+const UC_MIN_RNR_TIMER: u8 = 14;
 
 /// A queue pair.
 pub(crate) struct Qp {
@@ -143,9 +149,9 @@ impl Qp {
         // What a process creates is charged to its memory cgroup. The
         // larger parts are allocated one by one, not built on the stack.
         // UC's transitions cannot set these (UC_TIMEOUT); RC's start at 0.
-        let (timeout, retry_cnt) = match qp_type {
-            QpType::Uc => (UC_TIMEOUT, UC_RETRY_CNT),
-            _ => (0, 0),
+        let (timeout, retry_cnt, rnr_retry, min_rnr_timer) = match qp_type {
+            QpType::Uc => (UC_TIMEOUT, UC_RETRY_CNT, UC_RNR_RETRY, UC_MIN_RNR_TIMER),
+            _ => (0, 0, 0, 0),
         };
         let rstream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
         let resp_stream = KBox::new(RecvStream::new(0), GFP_KERNEL_ACCOUNT)?;
@@ -200,8 +206,8 @@ impl Qp {
                             max_dest_rd_atomic: 0,
                             timeout,
                             retry_cnt,
-                            rnr_retry: 0,
-                            min_rnr_timer: 0,
+                            rnr_retry,
+                            min_rnr_timer,
                             peer: None,
                             sq: KVec::with_capacity(c.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?,
                             next_msn: 0,

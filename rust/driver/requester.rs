@@ -69,7 +69,9 @@ fn nak_status(code: NakCode) -> WcStatus {
     match code {
         NakCode::RemoteAccess => WcStatus::RemAccessErr,
         NakCode::InvalidRequest => WcStatus::RemInvReqErr,
-        NakCode::ReceiverNotReady | NakCode::RemoteOperation => WcStatus::RemOpErr,
+        NakCode::RemoteOperation => WcStatus::RemOpErr,
+        // Refused for want of a receive more than `rnr_retry` times.
+        NakCode::ReceiverNotReady => WcStatus::RnrRetryExcErr,
         // Held until the QP's patience passes (`SqEntry::gone`), then
         // failed as a request the peer never answered.
         NakCode::NoQueuePair => WcStatus::RetryExcErr,
@@ -155,7 +157,10 @@ impl QpShared {
                 st.rd.stop_at_fence();
                 break;
             }
-            if conn.post_sized(e.msg, path_payload(st.mtu)).is_err() {
+            if conn
+                .post_with(e.msg, path_payload(st.mtu), st.rnr_retry)
+                .is_err()
+            {
                 break;
             }
             st.rd.passed_fence();

@@ -282,6 +282,10 @@ measure() {
 	# Each count is timed by its own clock reading: under emulation a
 	# reading program takes a second or more.
 	a=$(sample "$type")
+	# The connections' counts since they began, at the window's start: the
+	# report's are the same counts at its end (the difference is the window's).
+	DETAILS0=
+	[ "$type" = metaroce ] && DETAILS0=$(sender_details)
 	t0=$EPOCHREALTIME
 	q0=$(queue_stats)
 	tq0=$EPOCHREALTIME
@@ -386,7 +390,8 @@ report() {
 	JAIN=$j
 	MEAN=$mean
 	if [ "$type" = metaroce ]; then
-		sender_details | sed 's/^/# /'
+		echo "$DETAILS0" | sed 's/^/# at the window'"'"'s start: /'
+		sender_details | sed 's/^/# at its end: /'
 		ktap_info "incast: queue backlog per second (bytes): ${QTRACE:-}"
 	fi
 }

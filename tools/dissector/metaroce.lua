@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: GPL-2.0
 --
--- Wireshark / tshark dissector for the MetaRoCE wire format, version 2
+-- Wireshark / tshark dissector for the MetaRoCE wire format, version 3
 -- (Documentation/wire-format.md; the codec is rust/transport/src/wire.rs).
 -- UDP destination port 4792. Every packet type, flag and optional part is
 -- shown; what the Rust decoder would reject is marked as malformed (expert
@@ -89,7 +89,8 @@ f.ack_stream = ProtoField.uint32("metaroce.ack.stream", "Stream id", base.HEX)
 f.ack_msn = ProtoField.uint32("metaroce.ack.stream_msn", "Stream MSN", base.DEC)
 -- NAK
 f.nak_code = ProtoField.uint8("metaroce.nak.code", "Code", base.DEC, nak_codes)
-f.nak_reserved = ProtoField.uint24("metaroce.nak.reserved", "Reserved", base.HEX)
+f.nak_rnr_timer = ProtoField.uint8("metaroce.nak.rnr_timer", "RNR timer (min_rnr_timer code, receiver not ready only)", base.DEC)
+f.nak_reserved = ProtoField.uint16("metaroce.nak.reserved", "Reserved", base.HEX)
 f.nak_stream = ProtoField.uint32("metaroce.nak.stream", "Stream id", base.HEX)
 f.nak_msn = ProtoField.uint32("metaroce.nak.msn", "MSN of the failed message", base.DEC)
 -- hello
@@ -259,10 +260,15 @@ local function nak(buf, tree)
 	local o = COMMON
 	local code = buf(o, 1):uint()
 	local ci = tree:add(f.nak_code, buf(o, 1))
-	local r = tree:add(f.nak_reserved, buf(o + 1, 3))
+	local ti = tree:add(f.nak_rnr_timer, buf(o + 1, 1))
+	local r = tree:add(f.nak_reserved, buf(o + 2, 2))
 	tree:add(f.nak_stream, buf(o + 4, 4))
 	tree:add(f.nak_msn, buf(o + 8, 4))
-	if buf(o + 1, 3):uint() ~= 0 then
+	local timer = buf(o + 1, 1):uint()
+	if timer > 31 or (timer ~= 0 and code ~= 3) then
+		bad(tree, ti, "RNR timer " .. timer .. " (a 5-bit code, on a receiver-not-ready NAK only)")
+	end
+	if buf(o + 2, 2):uint() ~= 0 then
 		bad(tree, r, "reserved field not zero")
 	end
 	if not nak_codes[code] then
@@ -351,7 +357,7 @@ function p.dissector(buf, pinfo, root)
 		tree:add(f.psn, buf(8, 4))
 		tree:add(f.word3, buf(12, 4))
 	end
-	if version ~= 2 then
+	if version ~= 3 then
 		bad(tree, vi, "unknown version " .. version)
 	end
 	local unknown = band8(flags, 255 - allowed)

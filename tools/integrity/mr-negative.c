@@ -176,6 +176,15 @@
  *                              fetch-and-add at post time (EINVAL) and
  *                              completes nothing (a device without UC QPs
  *                              passes: case 20 covers that)
+ *  31 rnr_late_receive         three Sends (64 bytes, three packets and
+ *                              a few bytes, 16000 bytes) to a server that
+ *                              posts its receives only 300 ms after the
+ *                              Sends went out (the client's rnr_retry is 7,
+ *                              for ever; the server's min_rnr_timer 12):
+ *                              every Send completes with success, and each
+ *                              receive, in order, with its Send's bytes
+ *                              (refused for want of a receive, a Send is
+ *                              sent again after the timer, not failed)
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -221,7 +230,16 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
        C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH, C_ZERO_LEN,
-       C_SEND_INV, C_UC_READ, NCASES = C_UC_READ };
+       C_SEND_INV, C_UC_READ, C_RNR_LATE, NCASES = C_RNR_LATE };
+
+/* rnr_late_receive: the Sends (offset in the client's buffer, length) and
+ * the server's wait before it posts their receives */
+#define RNR_RECV 16384u
+#define RNR_WAIT_US 300000
+static const struct { uint32_t off, len; } rnr_sends[3] = {
+	{ 0, 64 }, { 1024, 0 /* three packets and 7 bytes */ }, { 16384, 16000 },
+};
+
 
 /* A QP number no case's server QP has (their numbers are handed out from
  * the bottom of the 24-bit space). */
@@ -274,6 +292,7 @@ static const char *const case_name[NCASES + 1] = {
 	"zero_length_skips_rkey",
 	"send_with_inv_not_granted",
 	"uc_read_refused",
+	"rnr_late_receive",
 };
 
 static struct {
@@ -282,14 +301,14 @@ static struct {
 	int gid_idx; /* -1: pick one */
 	const char *tcp_port;
 	int timeout_s;
-	uint32_t cases; /* bit N: case N */
+	uint32_t cases; /* bit N - 1: case N (1..32) */
 	const char *server;
 } cfg = {
 	.ib_port = 1,
 	.gid_idx = -1,
 	.tcp_port = DEFAULT_PORT,
 	.timeout_s = 10,
-	.cases = ((1u << (NCASES + 1)) - 1) & ~1u,
+	.cases = NCASES == 32 ? UINT32_MAX : (1u << NCASES) - 1,
 };
 
 /* The device, shared by every case. */
@@ -457,7 +476,7 @@ struct wire {
 	char why[TEXT_LEN], note[TEXT_LEN];
 };
 #define MAGIC 0x4d524e47u /* "MRNG" */
-#define PROTO_VERSION 1u
+#define PROTO_VERSION 2u
 #define WIRE_LEN (4 * 4 + 8 * NF + 16 + 2 * TEXT_LEN)
 
 static double peer_deadline(void)
@@ -823,6 +842,11 @@ static void server_prepare(struct cs *s)
 	cs_to_init(s);
 	/* f[3] address, f[4] length, f[5] rkey of the client's operation */
 	switch (s->n) {
+	case C_RNR_LATE:
+		/* the receives' buffers; no receive posted yet */
+		make_buf(s, 3 * RNR_RECV, 1);
+		s->mr[0] = reg(s->buf, s->len, IBV_ACCESS_LOCAL_WRITE);
+		break;
 	case C_WRITE_IMM_NO_RECV:
 	case C_CQ_OVERRUN:
 	case C_CQ_RESIZE:
@@ -2206,6 +2230,77 @@ static int client_fence(struct cs *s)
 	return st;
 }
 
+/* rnr_late_receive: the length of Send I */
+static uint32_t rnr_len(int i)
+{
+	return rnr_sends[i].len ? rnr_sends[i].len : 3 * D.mtu_bytes + 7;
+}
+
+/* rnr_late_receive, the server: the client's Sends are on their way and
+ * find no receive; post the receives late, then check what they got. */
+static void server_rnr_late(struct cs *s)
+{
+	uint8_t *want = alloc_buf(L_ALLOC);
+	struct ibv_wc wc;
+
+	/* the client's buffer, as client_prepare fills it */
+	fill(want, L_ALLOC, key_of(s->n, 3));
+	usleep(RNR_WAIT_US);
+	for (int i = 0; i < 3; i++) {
+		int rc = post_recv1(s->qp, 0x300 + (uint64_t)i,
+				    s->buf + (size_t)i * RNR_RECV, RNR_RECV,
+				    s->mr[0]->lkey, NULL);
+		if (rc)
+			die("ibv_post_recv: %s", strerror(rc));
+	}
+	for (int i = 0; i < 3 && !s->v.fail; i++) {
+		int rc = poll_one(s->cq, &wc, deadline());
+		uint32_t len = rnr_len(i);
+
+		if (rc < 0)
+			die("ibv_poll_cq failed");
+		if (rc == 0) {
+			vfail(&s->v, "receive %d: no completion within %d s", i,
+			      cfg.timeout_s);
+			break;
+		}
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 0x300u + i ||
+		    wc.byte_len != len) {
+			vfail(&s->v, "receive %d: completion wr_id 0x%" PRIx64
+			      " %s, %u bytes (want wr_id 0x%x, success, %u "
+			      "bytes)", i, wc.wr_id, wc_name(wc.status),
+			      wc.byte_len, 0x300 + i, len);
+			break;
+		}
+		if (memcmp(s->buf + (size_t)i * RNR_RECV,
+			   want + rnr_sends[i].off, len))
+			vfail(&s->v, "receive %d: not the bytes its Send "
+			      "carried", i);
+	}
+	free(want);
+}
+
+/* rnr_late_receive, the client: its Sends go out at once and must all
+ * complete, successfully, once the server posts its receives. */
+static int client_rnr_late(struct cs *s)
+{
+	int st = IBV_WC_SUCCESS;
+
+	for (int i = 0; i < 3; i++) {
+		int rc = post_send1(s->qp, 0x10 + (uint64_t)i, IBV_WR_SEND,
+				    s->buf + rnr_sends[i].off, rnr_len(i),
+				    s->mr[0]->lkey, 0, 0, NULL);
+		if (rc) {
+			vfail(&s->v, "ibv_post_send: %s", strerror(rc));
+			return -1;
+		}
+	}
+	for (int i = 0; i < 3 && st == IBV_WC_SUCCESS; i++)
+		st = expect_wc(s, 0x10 + (uint64_t)i, "Send to a receiver "
+			       "that posts late", IBV_WC_SUCCESS, -1);
+	return st;
+}
+
 /* fenced_send_after_read, the server: the moment the Send arrives, the
  * Read's source gets other bytes (as a program reusing its buffer would). */
 static void server_fence(struct cs *s)
@@ -2288,6 +2383,9 @@ static void client_act(struct cs *s)
 		break;
 	case C_UC_READ:
 		st = client_uc_read(s);
+		break;
+	case C_RNR_LATE:
+		st = client_rnr_late(s);
 		break;
 	case C_FENCE:
 		st = client_fence(s);
@@ -2576,6 +2674,8 @@ static bool run_case(int n)
 
 	if (D.is_server && n == C_FENCE)
 		server_fence(&s);
+	if (D.is_server && n == C_RNR_LATE)
+		server_rnr_late(&s);
 	if (D.is_server && n == C_DEREG_READ) {
 		/* the client's Read is streaming now: take its source away */
 		usleep(30000);
@@ -2666,7 +2766,7 @@ static int parse_int(const char *s, const char *what)
 	return (int)v;
 }
 
-/* One item of -c: bit N for case N. */
+/* One item of -c: bit N - 1 for case N. */
 static uint32_t case_bit(const char *tok)
 {
 	int n = parse_int(tok, "case");
@@ -2675,7 +2775,7 @@ static uint32_t case_bit(const char *tok)
 		msg("no case %d (1..%d)", n, NCASES);
 		exit(2);
 	}
-	return 1u << n;
+	return 1u << (n - 1);
 }
 
 int main(int argc, char **argv)
@@ -2749,11 +2849,11 @@ int main(int argc, char **argv)
 	int total = 0, failed = 0;
 
 	for (int n = 1; n <= NCASES; n++)
-		if (cfg.cases & (1u << n))
+		if (cfg.cases & (1u << (n - 1)))
 			total++;
 	printf("TAP version 13\n1..%d\n", total);
 	for (int n = 1; n <= NCASES; n++) {
-		if (!(cfg.cases & (1u << n)))
+		if (!(cfg.cases & (1u << (n - 1))))
 			continue;
 		if (!run_case(n))
 			failed++;

@@ -32,6 +32,7 @@ fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
         WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
         WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
         WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+        WcStatus::RnrRetryExcErr => bindings::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
         WcStatus::LocQpOpErr => bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
     };
     w.opcode = match c.opcode {

@@ -161,6 +161,11 @@ fn nak(code: NakCode) -> Sample {
     let n = NakHeader {
         common: common(PacketType::Nak, 0, 2, 77),
         code,
+        rnr_timer: if code == NakCode::ReceiverNotReady {
+            14
+        } else {
+            0
+        },
         stream: 0x22,
         msn: 9,
     };
@@ -170,6 +175,7 @@ fn nak(code: NakCode) -> Sample {
     let mut fields = common_fields(&n.common, 3);
     fields.extend([
         ("metaroce.nak.code", code as u64),
+        ("metaroce.nak.rnr_timer", u64::from(n.rnr_timer)),
         ("metaroce.nak.stream", 0x22),
         ("metaroce.nak.msn", 9),
     ]);

@@ -53,6 +53,9 @@ use super::wire::{
 
 mod messages;
 mod pacing;
+mod rnr;
+use rnr::{Parked, Undo};
+pub use rnr::{PARKED, RNR_FOREVER};
 mod rx;
 mod timers;
 mod tx;
@@ -76,7 +79,7 @@ pub const PORT_BASE: u16 = 49152;
 const SLOTS: usize = WINDOW as usize;
 /// Fixed-point one of the CE share.
 const CE_ONE: u32 = 1024;
-const NAK_QUEUE: usize = 16;
+const NAK_QUEUE: usize = 64;
 
 /// How a connection is set up; both ends agree on the initial PSNs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,6 +304,11 @@ struct TxSlot {
     /// reorders. (A per-ACK heuristic: the ACK does not say which packet
     /// was the duplicate.)
     by_order: bool,
+    /// Parked (refused for want of a receive): it goes out void, to close
+    /// its PSN, and its acknowledgement credits nothing.
+    void: bool,
+    /// When its latest copy was sent (the timestamp it carried).
+    sent_us: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -379,6 +387,12 @@ struct MsgSlot {
     /// Cancelled by [`Connection::cancel_stream`]: its packets in flight
     /// travel void.
     cancelled: bool,
+    /// Times the receiver may still refuse it for want of a receive
+    /// ([`RNR_FOREVER`]: no limit).
+    rnr_left: u8,
+    /// Refused for want of a receive: its unacknowledged packets wait
+    /// until then (0: not waiting).
+    rnr_until: u64,
 }
 
 const EMPTY_MSG: MsgSlot = MsgSlot {
@@ -401,6 +415,8 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
     acked: 0,
     error: None,
     cancelled: false,
+    rnr_left: 0,
+    rnr_until: 0,
 };
 
 const TX_PATH_EMPTY: TxPath = TxPath {
@@ -433,6 +449,8 @@ const TX_SLOT_EMPTY: TxSlot = TxSlot {
     origin: None,
     order: 0,
     by_order: false,
+    void: false,
+    sent_us: 0,
 };
 
 const RX_PATH_EMPTY: RxPath = RxPath {
@@ -457,6 +475,7 @@ const EMPTY_NAK: NakHeader = NakHeader {
         timestamp: 0,
     },
     code: NakCode::RemoteOperation,
+    rnr_timer: 0,
     stream: 0,
     msn: 0,
 };
@@ -497,6 +516,14 @@ pub struct Connection<const P: usize> {
     progress: (u32, u32),
     /// The message our receiver rejected last: every ACK carries it.
     rejected: Option<(u32, u32, NakCode)>,
+    /// How to forget the arrival of the data packet `receive` returned
+    /// last ([`Connection::not_ready`]); cleared by the next datagram.
+    undo: Option<Undo>,
+    /// When the first message waiting for its receiver is due again.
+    rnr_wake: Option<u64>,
+    /// Refused packets waiting to be sent again (the first `n_parked`).
+    parked: [Parked; PARKED],
+    n_parked: u16,
     /// Whether every path has an RTT estimate.
     all_sampled: bool,
     /// The path that last brought data (ACKs for announcements go there).
@@ -569,6 +596,10 @@ impl<const P: usize> Connection<P> {
         paced: false,
         progress: (0, 0),
         rejected: None,
+        undo: None,
+        rnr_wake: None,
+        parked: [Parked::EMPTY; PARKED],
+        n_parked: 0,
         all_sampled: false,
         last_rx_path: None,
         rtt: Rtt::new(),

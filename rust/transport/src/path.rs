@@ -223,6 +223,14 @@ impl RecvPath {
         Arrival::New
     }
 
+    /// Puts the window back as it was in `earlier` (a copy taken before
+    /// the last [`Self::on_data`]): that packet is again not received. The
+    /// CE count is kept (the packet did cross the network).
+    pub fn restore_window(&mut self, earlier: &RecvPath) {
+        self.cum = earlier.cum;
+        self.above = earlier.above;
+    }
+
     /// Whether a packet above a missing one arrived (a hole).
     pub fn has_holes(&self) -> bool {
         !self.above.is_empty()

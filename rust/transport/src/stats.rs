@@ -123,6 +123,9 @@ pub struct Stats {
     /// after a packet the reordering rule resent there was acknowledged
     /// (each doubled the reordering allowed).
     pub spurious: u64,
+    /// Times one of our messages was refused for want of a receive and
+    /// waited for the receiver's RNR timer (a round of refusals counts once).
+    pub rnr_waits: u64,
     /// Datagrams dropped, by [`DropReason`] (they add up to `rx_errors`).
     pub drops: [u64; DROP_REASONS],
     /// Messages refused, by NAK code less one (`NakCode` as `u8` - 1).
@@ -146,6 +149,7 @@ impl Stats {
         ce_echoed: 0,
         rx_errors: 0,
         spurious: 0,
+        rnr_waits: 0,
         drops: [0; DROP_REASONS],
         refused: [0; REFUSALS],
     };
@@ -167,6 +171,7 @@ impl Stats {
             ce_echoed,
             rx_errors,
             spurious,
+            rnr_waits,
             drops,
             refused,
         } = *o;
@@ -184,6 +189,7 @@ impl Stats {
         self.ce_echoed = self.ce_echoed.wrapping_add(ce_echoed);
         self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
         self.spurious = self.spurious.wrapping_add(spurious);
+        self.rnr_waits = self.rnr_waits.wrapping_add(rnr_waits);
         for (a, b) in self.drops.iter_mut().zip(drops) {
             *a = a.wrapping_add(b);
         }

@@ -13,7 +13,7 @@
 /// The wire format version this code speaks: 2 since 2026-12-03 (the
 /// receive number in data packets, the SOLICITED flag, NAK code 5 "no queue
 /// pair"); a peer speaking 1 drops every packet of ours, and we its.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// Bytes of the common header that starts every packet.
 pub const COMMON_LEN: usize = 16;
@@ -329,7 +329,10 @@ pub enum NakCode {
     RemoteAccess = 1,
     /// The request is malformed or not allowed in the stream's state.
     InvalidRequest = 2,
-    /// No receive was posted for a Send (the sender may retry later).
+    /// No receive was posted for a Send or Write with Immediate: the
+    /// refused packet is not acknowledged, and the sender sends it again
+    /// after the NAK's `rnr_timer` (it fails the message once the queue
+    /// pair's `rnr_retry` is used up).
     ReceiverNotReady = 3,
     /// The receiver failed the operation for a reason of its own.
     RemoteOperation = 4,
@@ -346,6 +349,10 @@ pub struct NakHeader {
     pub common: Common,
     /// What went wrong.
     pub code: NakCode,
+    /// [`NakCode::ReceiverNotReady`]: how long the sender waits before it
+    /// sends the refused packets again, in verbs' 5-bit `min_rnr_timer`
+    /// encoding (see `rnr::rnr_delay_ns`); 0 for every other code.
+    pub rnr_timer: u8,
     /// The stream of the failed message.
     pub stream: u32,
     /// The failed message.
@@ -708,12 +715,16 @@ fn decode_nak(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
         return Err(DecodeError::Flags(common.flags));
     }
     let code = nak_code(r.u8()?)?;
-    if r.take::<3>()? != [0; 3] {
+    let [rnr_timer, r1, r2] = r.take::<3>()?;
+    // Only "receiver not ready" carries a timer, in verbs' 5-bit encoding.
+    let timer_ok = rnr_timer == 0 || (code == NakCode::ReceiverNotReady && rnr_timer < 32);
+    if !timer_ok || [r1, r2] != [0; 2] {
         return Err(DecodeError::Reserved);
     }
     let nak = NakHeader {
         common,
         code,
+        rnr_timer,
         stream: r.u32()?,
         msn: r.u32()?,
     };
@@ -906,7 +917,7 @@ pub fn encode_ack(ack: &AckHeader, out: &mut [u8]) -> Result<usize, EncodeError>
 /// Encodes a negative acknowledgement into `out`; returns its length.
 pub fn encode_nak(nak: &NakHeader, out: &mut [u8]) -> Result<usize, EncodeError> {
     let mut w = start_control(&nak.common, PacketType::Nak, 0, NAK_LEN, out)?;
-    w.put(&[nak.code as u8, 0, 0, 0]);
+    w.put(&[nak.code as u8, nak.rnr_timer, 0, 0]);
     w.put(&nak.stream.to_be_bytes());
     w.put(&nak.msn.to_be_bytes());
     Ok(w.pos)
@@ -975,7 +986,7 @@ mod tests {
     fn byte_order_is_big_endian() {
         let mut buf = [0u8; 128];
         encode_data(&write_hdr(), 0, &mut buf).unwrap();
-        assert_eq!(buf[0], 0x21, "version 2, type data");
+        assert_eq!(buf[0], 0x31, "version 3, type data");
         assert_eq!(&buf[4..8], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(&buf[8..12], &1000u32.to_be_bytes());
     }
@@ -1041,13 +1052,16 @@ mod tests {
         };
         let n = encode_data(&plain, 0, &mut buf).unwrap();
         let mut bad = buf;
-        bad[0] = 0x31;
-        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(3)));
-        // The version before (no receive number, SOLICITED or code 5).
+        bad[0] = 0x41;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(4)));
+        // The versions before: 2 acknowledged a packet refused for want
+        // of a receive; 1 had no receive number, SOLICITED or code 5.
+        bad[0] = 0x21;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(2)));
         bad[0] = 0x11;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(1)));
         bad = buf;
-        bad[0] = 0x2f;
+        bad[0] = 0x3f;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::PacketType(15)));
         bad = buf;
         bad[1] = 0x80;
@@ -1181,12 +1195,29 @@ mod tests {
         let nak = NakHeader {
             common: common(PacketType::Nak, 0),
             code: NakCode::RemoteAccess,
+            rnr_timer: 0,
             stream: 2,
             msn: 8,
         };
         let mut buf = [0u8; 64];
         let n = encode_nak(&nak, &mut buf).unwrap();
         assert_eq!(decode(&buf[..n]), Ok(Packet::Nak(nak)));
+        // Only "receiver not ready" carries a timer, and only 5 bits of it.
+        buf[COMMON_LEN + 1] = 12;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+        let rnr = NakHeader {
+            code: NakCode::ReceiverNotReady,
+            rnr_timer: 31,
+            ..nak
+        };
+        let n = encode_nak(&rnr, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..n]), Ok(Packet::Nak(rnr)));
+        buf[COMMON_LEN + 1] = 32;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+        buf[COMMON_LEN + 1] = 0;
+        buf[COMMON_LEN + 3] = 1;
+        assert_eq!(decode(&buf[..n]), Err(DecodeError::Reserved));
+        buf[COMMON_LEN + 3] = 0;
         buf[COMMON_LEN] = 0;
         assert_eq!(decode(&buf[..n]), Err(DecodeError::NakCode(0)));
     }

@@ -1140,3 +1140,107 @@ fn a_lost_ack_for_a_moved_packet_does_not_close_the_path_it_left() {
         );
     }
 }
+
+/// Runs `msgs` from A to B, B refusing stream 1's receive-consuming
+/// packets until `ready_at` (RNR timer code `timer`), A posting with
+/// `rnr_retry`.
+fn run_not_ready(chan: Channel, ready_at: u64, timer: u8, rnr_retry: u8, msgs: &[Message]) -> Pair {
+    let mut p = Pair::new(2, 1024, chan, 11);
+    p.hosts[1].not_ready = Some((1, ready_at, timer));
+    p.hosts[0].rnr_retry = rnr_retry;
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(p.run(60 * SECOND), "did not finish");
+    p
+}
+
+#[test]
+fn a_receiver_not_ready_delays_the_message_instead_of_failing_it() {
+    // Sends, Writes and their immediate variants on two streams, many
+    // packets each; stream 1 has no receive for its first 20 ms.
+    let msgs = workload(24, 2, &[1, 3000, 9000]);
+    let p = run_not_ready(Channel::default(), 20_000_000, 14, 7, &msgs);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    assert!(p.hosts[0].completions.iter().all(|c| c.error.is_none()));
+    assert!(p.hosts[1].rnr_refusals > 0, "the receiver refused");
+    let s = p.hosts[0].conn.stats();
+    assert!(s.rnr_waits > 0, "{s:?}");
+    // Held packets wait on the receiver's timer, not the path's: no probe,
+    // no path moved, nothing resent before a 1.28 ms wait was over.
+    assert_eq!((s.timeouts, s.path_moves), (0, 0), "{s:?}");
+    assert!(p.now >= 20_000_000);
+    // B's refusals: one NAK each, none of them acknowledged as data.
+    let r = p.hosts[1].conn.stats();
+    assert_eq!(
+        r.refused[NakCode::ReceiverNotReady as usize - 1],
+        p.hosts[1].rnr_refusals
+    );
+}
+
+#[test]
+fn a_receiver_not_ready_is_waited_for_across_loss() {
+    // 3% of everything lost, the NAKs included: a refusal whose NAK is lost
+    // looks like a loss, is resent, and is refused again.
+    let chan = Channel {
+        loss: 30,
+        ..Channel::default()
+    };
+    let msgs = workload(24, 2, &[3000, 5000]);
+    let p = run_not_ready(chan, 10_000_000, 10, 7, &msgs);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    assert!(p.hosts[0].completions.iter().all(|c| c.error.is_none()));
+    assert!(p.hosts[1].rnr_refusals > 0);
+}
+
+#[test]
+fn rnr_retry_bounds_the_refusals_then_the_message_fails() {
+    // One Send on stream 1, a receiver never ready: rnr_retry 0 fails it at
+    // the first refusal, 2 after three rounds.
+    let send = workload(8, 2, &[3000])
+        .into_iter()
+        .find(|m| m.stream == 1 && m.opcode.consumes_receive())
+        .unwrap();
+    for retry in [0u8, 2] {
+        let p = run_not_ready(Channel::default(), u64::MAX, 1, retry, &[send]);
+        let c = &p.hosts[0].completions;
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].error, Some(NakCode::ReceiverNotReady));
+        assert_eq!(p.hosts[0].conn.stats().rnr_waits, u64::from(retry));
+        // Its held packets went out void to close their holes.
+        assert_eq!(p.hosts[0].conn.outstanding(), 0);
+        assert!(p.hosts[1].voids > 0, "retry {retry}");
+        assert!(p.hosts[1].delivered.get(&1).is_none_or(|d| d.is_empty()));
+    }
+}
+
+#[test]
+fn a_stream_waiting_for_its_receiver_leaves_the_window_to_the_others() {
+    // Stream 1 never ready (rnr_retry 7): stream 0 still completes, in
+    // order, however many of stream 1's packets are held.
+    // (Fewer of stream 1's than its 64 in progress: the harness posts in
+    // order, and one that does not fit would keep stream 0's back.)
+    let msgs: Vec<Message> = workload(200, 2, &[9000])
+        .into_iter()
+        .filter(|m| m.stream == 0 || (m.opcode.consumes_receive() && m.msn < 80))
+        .collect();
+    let mut p = Pair::new(2, 1024, Channel::default(), 5);
+    p.hosts[1].not_ready = Some((1, u64::MAX, 20));
+    p.hosts[0].rnr_retry = 7;
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    // Never idle (stream 1 waits for ever, in rounds of 10.24 ms): run for
+    // a while.
+    assert!(!p.run(SECOND / 2));
+    assert!(p.hosts[0].conn.stats().rnr_waits > 10);
+    let done0: Vec<u32> = p.hosts[0]
+        .completions
+        .iter()
+        .filter(|c| c.stream == 0)
+        .map(|c| c.msn)
+        .collect();
+    let want0: Vec<u32> = msgs
+        .iter()
+        .filter(|m| m.stream == 0)
+        .map(|m| m.msn)
+        .collect();
+    assert_eq!(done0, want0);
+    assert!(p.hosts[0].completions.iter().all(|c| c.stream == 0));
+}

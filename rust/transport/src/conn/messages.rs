@@ -7,7 +7,7 @@
 use super::super::stream::MAX_OUTSTANDING;
 use super::super::wire::{Common, NakCode, NakHeader, PacketType};
 use super::{Completion, Connection, Message, MsgSlot, MsgState, PostError, RecvError};
-use super::{EMPTY_MSG, MAX_MESSAGES};
+use super::{EMPTY_MSG, MAX_MESSAGES, RNR_FOREVER};
 
 fn packets_of(msg: &Message, max_payload: u16) -> u32 {
     if !msg.opcode.has_payload() || msg.len == 0 {
@@ -28,6 +28,18 @@ impl<const P: usize> Connection<P> {
     /// `max_payload` caps it), so one stream's small MTU does not set every
     /// other stream's.
     pub fn post_sized(&mut self, msg: Message, max_payload: u16) -> Result<(), PostError> {
+        self.post_with(msg, max_payload, 0)
+    }
+
+    /// [`Self::post_sized`], for a message the receiver may refuse for want
+    /// of a receive `rnr_retry` times before it fails ([`RNR_FOREVER`]: no
+    /// limit; 0: the first refusal fails it).
+    pub fn post_with(
+        &mut self,
+        msg: Message,
+        max_payload: u16,
+        rnr_retry: u8,
+    ) -> Result<(), PostError> {
         let payload = max_payload.clamp(1, self.cfg.max_payload.max(1));
         let op = msg.opcode;
         let valid = msg.remote.is_some() == op.has_remote()
@@ -62,10 +74,16 @@ impl<const P: usize> Connection<P> {
             acked: 0,
             error: None,
             cancelled: false,
+            rnr_left: rnr_retry.min(RNR_FOREVER),
+            rnr_until: 0,
         };
         self.next_gen = self.next_gen.wrapping_add(1);
         if self.cursor.is_none() {
             self.cursor = Some(i as u16);
+            if self.rnr_wake.is_some() {
+                // Its stream may wait for its receiver.
+                self.advance_cursor();
+            }
         }
         Ok(())
     }
@@ -92,6 +110,8 @@ impl<const P: usize> Connection<P> {
                 self.advance_cursor();
             }
         }
+        // What they parked goes no more.
+        self.sweep_parked();
         self.release_all();
         n
     }
@@ -137,11 +157,7 @@ impl<const P: usize> Connection<P> {
             }
         }
         self.rejected = Some((stream, msn, code));
-        let n = usize::from(self.nak_len);
-        let Some(slot) = self.naks.get_mut(n) else {
-            return false;
-        };
-        *slot = NakHeader {
+        self.queue_nak(NakHeader {
             common: Common {
                 ptype: PacketType::Nak,
                 flags: 0,
@@ -151,9 +167,19 @@ impl<const P: usize> Connection<P> {
                 timestamp: 0,
             },
             code,
+            rnr_timer: 0,
             stream,
             msn,
+        })
+    }
+
+    /// Queues `nak` to go out before further acknowledgements; false if the
+    /// queue is full.
+    pub(super) fn queue_nak(&mut self, nak: NakHeader) -> bool {
+        let Some(slot) = self.naks.get_mut(usize::from(self.nak_len)) else {
+            return false;
         };
+        *slot = nak;
         self.nak_len += 1;
         true
     }
@@ -200,6 +226,8 @@ impl<const P: usize> Connection<P> {
         if self.cursor == Some(i as u16) {
             self.advance_cursor();
         }
+        // What it parked goes no more (and counts as done).
+        self.sweep_parked();
         self.release(i as u16);
         Ok(())
     }
@@ -245,12 +273,50 @@ impl<const P: usize> Connection<P> {
 
     pub(super) fn advance_cursor(&mut self) {
         let next_gen = self.next_gen;
+        // The oldest waiting message of each waiting stream (a few at most;
+        // past the table's end, every stream with one waits whole).
+        let mut waiting = [(0u32, 0u32); 8];
+        let mut n_waiting = 0;
+        let mut overflow = false;
+        if self.rnr_wake.is_some() {
+            for m in self.msgs.iter().filter(|m| m.rnr_until != 0) {
+                let age = m.gen.wrapping_sub(next_gen);
+                let known = waiting
+                    .iter()
+                    .take(n_waiting)
+                    .position(|w| w.0 == m.msg.stream);
+                if let Some(w) = known.and_then(|k| waiting.get_mut(k)) {
+                    w.1 = w.1.min(age);
+                } else if let Some(w) = waiting.get_mut(n_waiting) {
+                    *w = (m.msg.stream, age);
+                    n_waiting += 1;
+                } else {
+                    overflow = true;
+                }
+            }
+        }
+        let msgs = &self.msgs;
+        let held_back = |m: &MsgSlot| {
+            let age = m.gen.wrapping_sub(next_gen);
+            m.rnr_until != 0
+                || waiting
+                    .iter()
+                    .take(n_waiting)
+                    .any(|w| w.0 == m.msg.stream && age >= w.1)
+                || (overflow
+                    && msgs
+                        .iter()
+                        .any(|w| w.rnr_until != 0 && w.msg.stream == m.msg.stream))
+        };
         self.cursor = self
             .msgs
             .iter()
             .enumerate()
             .filter(|(_, m)| {
-                m.state == MsgState::Active && m.sent_packets < m.packets && m.error.is_none()
+                m.state == MsgState::Active
+                    && m.sent_packets < m.packets
+                    && m.error.is_none()
+                    && !held_back(m)
             })
             .min_by_key(|(_, m)| m.gen.wrapping_sub(next_gen))
             .map(|(j, _)| j as u16);

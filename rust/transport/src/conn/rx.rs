@@ -11,8 +11,9 @@ use super::super::path::{AckError, Arrival, WINDOW};
 use super::super::seq::{before, Bits256};
 use super::super::trace::TraceEvent;
 use super::super::wire::{
-    self, flags, AckHeader, Common, DataHeader, NakHeader, Packet, PacketType,
+    self, flags, AckHeader, Common, DataHeader, NakCode, NakHeader, Packet, PacketType,
 };
+use super::rnr::Undo;
 use super::tx::pace_gap;
 use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit};
 use super::{CE_ONE, MIN_PACE_KBPS, PORT_BASE};
@@ -48,6 +49,7 @@ impl<const P: usize> Connection<P> {
         sport: u16,
         ce: bool,
     ) -> Result<Received<'a>, RecvError> {
+        self.undo = None;
         let pkt = wire::decode(buf).map_err(RecvError::Decode)?;
         let common = match &pkt {
             Packet::Data(h, _) => h.common,
@@ -71,7 +73,7 @@ impl<const P: usize> Connection<P> {
                 Ok(Received::Control)
             }
             Packet::Nak(nak) => {
-                self.on_nak(&nak)?;
+                self.on_nak(&nak, now)?;
                 self.stats.rx_naks += 1;
                 Ok(Received::Control)
             }
@@ -100,7 +102,11 @@ impl<const P: usize> Connection<P> {
                 return Err(RecvError::Window);
             }
         }
+        let origin_before = hdr
+            .origin
+            .and_then(|o| Some((o.path, self.rx.get(usize::from(o.path))?.seq)));
         let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
+        let before_seq = rx.seq;
         let had_holes = rx.seq.has_holes();
         let arrival = rx.seq.on_data(hdr.common.psn, ce);
         if arrival == Arrival::OutOfWindow {
@@ -166,6 +172,11 @@ impl<const P: usize> Connection<P> {
             return Ok(Received::Void);
         }
         self.stats.rx_data += 1;
+        self.undo = Some(Undo {
+            path: path as u16,
+            seq: before_seq,
+            origin: origin_before,
+        });
         Ok(Received::Data(hdr, payload))
     }
 
@@ -230,6 +241,11 @@ impl<const P: usize> Connection<P> {
                 if let Some(q) = self.tx.get_mut(usize::from(o.path)) {
                     q.seq.acknowledge(o.psn);
                 }
+            }
+            if slot.void {
+                // The void copy closing a parked packet's PSN: its bytes
+                // are still to come.
+                continue;
             }
             let Some(m) = self.msgs.get_mut(usize::from(slot.msg)) else {
                 continue;
@@ -369,7 +385,10 @@ impl<const P: usize> Connection<P> {
         Ok(())
     }
 
-    fn on_nak(&mut self, nak: &NakHeader) -> Result<(), RecvError> {
+    fn on_nak(&mut self, nak: &NakHeader, now: u64) -> Result<(), RecvError> {
+        if nak.code == NakCode::ReceiverNotReady {
+            return self.on_not_ready(nak, now);
+        }
         self.fail_message(nak.stream, nak.msn, nak.code)
     }
 

@@ -47,11 +47,12 @@ impl<const P: usize> Connection<P> {
     pub fn next_timeout_but_pacer(&self) -> Option<u64> {
         let tx = self.tx.iter().filter_map(|p| p.deadline);
         let rx = self.rx.iter().filter(|r| !r.due).filter_map(|r| r.ack_at);
-        tx.chain(rx).min()
+        tx.chain(rx).chain(self.rnr_wake).min()
     }
 
     /// Handles the timers due at `now`.
     pub fn on_timeout(&mut self, now: u64) {
+        self.wake_waiting(now);
         for r in &mut self.rx {
             if r.ack_at.is_some_and(|t| t <= now) {
                 r.due = true;

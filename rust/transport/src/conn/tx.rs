@@ -48,6 +48,11 @@ impl<const P: usize> Connection<P> {
                 }
             }
         }
+        if self.n_parked > 0 {
+            if let Some(t) = self.send_parked(now, buf) {
+                return Some(t);
+            }
+        }
         self.send_new(now, buf)
     }
 
@@ -71,6 +76,7 @@ impl<const P: usize> Connection<P> {
             .take(n)
             .any(|p| !p.resend.is_empty() || !p.relocate.is_empty())
             || self.new_data_has_room()
+            || (self.n_parked > 0 && self.parked_ready())
     }
 
     /// Whether new data waits and the connection's window has room for it
@@ -80,7 +86,7 @@ impl<const P: usize> Connection<P> {
     }
 
     /// Encodes the data packet of `slot` as PSN `psn` of path `path`.
-    fn encode_slot(
+    pub(super) fn encode_slot(
         &self,
         path: usize,
         psn: u32,
@@ -92,7 +98,7 @@ impl<const P: usize> Connection<P> {
         let m = self.msgs.get(usize::from(slot.msg))?;
         let mut fl = extra;
         // A cancelled message's packet goes out without its bytes.
-        let (len, void) = if m.cancelled {
+        let (len, void) = if m.cancelled || slot.void {
             (0, true)
         } else {
             (slot.len, false)
@@ -170,6 +176,7 @@ impl<const P: usize> Connection<P> {
             return None;
         }
         slot.order = p.next_order;
+        slot.sent_us = us(now);
         p.next_order = p.next_order.wrapping_add(1);
         let slot = *slot;
         self.stats.retransmits += 1;
@@ -198,7 +205,7 @@ impl<const P: usize> Connection<P> {
 
     /// The path for the next packet: the most free window among the paths
     /// known to work, else among those on a new, untried route.
-    fn pick(&self, except: Option<usize>) -> Option<usize> {
+    pub(super) fn pick(&self, except: Option<usize>) -> Option<usize> {
         let n = usize::from(self.cfg.paths);
         let free = |proven: bool| {
             pick_path((0..n).map(move |i| {
@@ -213,7 +220,7 @@ impl<const P: usize> Connection<P> {
     /// Whether the connection window has room. Packets on a path whose
     /// timer expired without progress are likely gone, so they do not count
     /// (as lost packets leave TCP's pipe): the other paths keep sending.
-    fn conn_has_room(&self) -> bool {
+    pub(super) fn conn_has_room(&self) -> bool {
         let stuck: u32 = self
             .tx
             .iter()
@@ -224,10 +231,11 @@ impl<const P: usize> Connection<P> {
     }
 
     /// Puts `slot` on a path as a new PSN and accounts for it.
-    fn place(&mut self, path: usize, mut slot: TxSlot, now: u64) -> Option<u32> {
+    pub(super) fn place(&mut self, path: usize, mut slot: TxSlot, now: u64) -> Option<u32> {
         let p = self.tx.get_mut(path)?;
         let psn = p.seq.send()?;
         slot.state = SlotState::Live;
+        slot.sent_us = us(now);
         slot.order = p.next_order;
         p.next_order = p.next_order.wrapping_add(1);
         p.slots[psn as usize % SLOTS] = slot;
@@ -315,6 +323,8 @@ impl<const P: usize> Connection<P> {
             origin: None,
             order: 0,
             by_order: false,
+            void: false,
+            sent_us: 0,
         };
         if last {
             self.advance_cursor();

@@ -125,6 +125,14 @@ pub struct Host {
     pub delivered: BTreeMap<u32, Vec<u32>>,
     pub errors: Vec<String>,
     pub reject_stream: Option<u32>,
+    /// Refuses the packets of this stream's Sends and Writes with
+    /// Immediate for want of a receive until this time (ns), with this
+    /// RNR timer code.
+    pub not_ready: Option<(u32, u64, u8)>,
+    /// Packets refused so.
+    pub rnr_refusals: u64,
+    /// The `rnr_retry` its messages are posted with.
+    pub rnr_retry: u8,
     /// Void packets (of cancelled messages) received.
     pub voids: u64,
 }
@@ -142,13 +150,17 @@ impl Host {
             delivered: BTreeMap::new(),
             errors: vec![],
             reject_stream: None,
+            not_ready: None,
+            rnr_refusals: 0,
+            rnr_retry: 0,
             voids: 0,
         }
     }
 
     fn post_what_fits(&mut self) {
         while let Some(m) = self.todo.front().copied() {
-            match self.conn.post(m) {
+            let payload = self.conn.config().max_payload;
+            match self.conn.post_with(m, payload, self.rnr_retry) {
                 Ok(()) => {
                     self.todo.pop_front();
                 }
@@ -172,6 +184,20 @@ impl Host {
                         metaroce_transport::wire::NakCode::RemoteAccess,
                     );
                     return;
+                }
+                if let Some((s, until, timer)) = self.not_ready {
+                    if s == h.stream && now < until && h.opcode.consumes_receive() {
+                        self.rnr_refusals += 1;
+                        self.conn.not_ready(
+                            h.common.path,
+                            h.common.psn,
+                            h.common.timestamp,
+                            h.stream,
+                            h.msn,
+                            timer,
+                        );
+                        return;
+                    }
                 }
                 let st = self
                     .rx_streams
@@ -373,10 +399,12 @@ impl Pair {
         // Nothing in flight is not enough: a paced sender holds queued
         // messages back until its pacer's timer.
         self.wire.is_empty()
-            && self
-                .hosts
-                .iter()
-                .all(|h| h.todo.is_empty() && h.conn.outstanding() == 0 && !h.conn.wants_to_send())
+            && self.hosts.iter().all(|h| {
+                h.todo.is_empty()
+                    && h.conn.outstanding() == 0
+                    && !h.conn.wants_to_send()
+                    && !h.conn.waits_for_receiver()
+            })
     }
 }
 
