@@ -579,5 +579,11 @@ mod tests {
         bad.done = Some(Some(NakCode::RemoteAccess));
         assert_eq!(bad.finished(), Some(Some(NakCode::RemoteAccess)));
         assert_eq!(nak_status(NakCode::RemoteAccess), WcStatus::RemAccessErr);
+        // A message the transport failed for want of a receive has used up
+        // its rnr_retry (conn/rnr.rs): never the generic remote error.
+        assert_eq!(
+            nak_status(NakCode::ReceiverNotReady),
+            WcStatus::RnrRetryExcErr
+        );
     }
 }

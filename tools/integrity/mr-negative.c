@@ -117,9 +117,8 @@
  *                              the Send back until the Read's answer is in)
  *  22 write_imm_without_receive
  *                              an RDMA Write with Immediate to a QP with no
- *                              receive posted: an error completion
- *                              (IBV_WC_REM_OP_ERR, or IBV_WC_RNR_RETRY_EXC_ERR
- *                              where RNR is retried), the target unchanged
+ *                              receive posted, from a QP with rnr_retry 0:
+ *                              IBV_WC_RNR_RETRY_EXC_ERR, the target unchanged
  *                              (a Write with Immediate consumes a receive;
  *                              taken without one, its immediate was lost and
  *                              the next Sends matched the wrong receives)
@@ -680,8 +679,8 @@ static void cs_connect(struct cs *s)
 		       D.is_server && s->n == C_READ_NO_RES ? 0 : 1);
 	if (rc)
 		die("QP to RTR: %s", strerror(rc));
-	/* write_imm_without_receive: no RNR retry, so that a device that
-	 * retries RNR (rxe) reports it instead of retrying for ever */
+	/* write_imm_without_receive: rnr_retry 0, so that the refusal is
+	 * reported at once (RNR_RETRY_EXC_ERR) instead of retried for ever */
 	rc = qp_to_rts(s->qp, s->psn,
 		       !D.is_server && s->n == C_WRITE_IMM_NO_RECV ? 0 : 7, 1);
 	if (rc)
@@ -2448,8 +2447,8 @@ static void client_act(struct cs *s)
 			break;
 		}
 		st = expect_wc(s, 0x10, "RDMA Write with Immediate and no "
-			       "receive posted", IBV_WC_REM_OP_ERR,
-			       IBV_WC_RNR_RETRY_EXC_ERR);
+			       "receive posted, rnr_retry 0",
+			       IBV_WC_RNR_RETRY_EXC_ERR, -1);
 		break;
 	case C_SEND_INV: {
 		struct ibv_sge sg = { (uintptr_t)s->buf, 64, s->mr[0]->lkey };

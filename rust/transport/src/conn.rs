@@ -223,9 +223,14 @@ pub enum Received<'a> {
     Data(DataHeader, &'a [u8]),
     /// A copy of data already received: dropped.
     Duplicate,
-    /// A packet of a message its sender cancelled: it fills its PSN, and
-    /// nothing is placed.
+    /// A packet of a message its sender cancelled, or the void copy that
+    /// closes a packet refused for want of a receive (`conn::rnr`): it fills
+    /// its PSN, and nothing is placed.
     Void,
+    /// A data copy of a packet refused for want of a receive: refused again
+    /// (only its void copy may fill its PSN, its bytes come on a new one),
+    /// and NAKed again.
+    Refused,
     /// An acknowledgement or negative acknowledgement, processed.
     Control,
 }
@@ -390,9 +395,19 @@ struct MsgSlot {
     /// Times the receiver may still refuse it for want of a receive
     /// ([`RNR_FOREVER`]: no limit).
     rnr_left: u8,
-    /// Refused for want of a receive: its unacknowledged packets wait
-    /// until then (0: not waiting).
+    /// Its stream waits for the receiver until then (0: not waiting):
+    /// nothing more of it is cut.
     rnr_until: u64,
+    /// Its parked packets' void copies not yet acknowledged: it is not
+    /// done before they are (the copies are built from it).
+    voids: u16,
+}
+
+impl MsgSlot {
+    /// Every packet sent of it is acknowledged, void copies included.
+    const fn settled(&self) -> bool {
+        self.acked >= self.sent_packets && self.voids == 0
+    }
 }
 
 const EMPTY_MSG: MsgSlot = MsgSlot {
@@ -417,6 +432,7 @@ const EMPTY_MSG: MsgSlot = MsgSlot {
     cancelled: false,
     rnr_left: 0,
     rnr_until: 0,
+    voids: 0,
 };
 
 const TX_PATH_EMPTY: TxPath = TxPath {
@@ -521,6 +537,9 @@ pub struct Connection<const P: usize> {
     undo: Option<Undo>,
     /// When the first message waiting for its receiver is due again.
     rnr_wake: Option<u64>,
+    /// The RNR timer of our receiver's last refusal (for copies refused
+    /// again, whose queue pair the connection does not know).
+    rnr_timer: u8,
     /// Refused packets waiting to be sent again (the first `n_parked`).
     parked: [Parked; PARKED],
     n_parked: u16,
@@ -598,6 +617,7 @@ impl<const P: usize> Connection<P> {
         rejected: None,
         undo: None,
         rnr_wake: None,
+        rnr_timer: 0,
         parked: [Parked::EMPTY; PARKED],
         n_parked: 0,
         all_sampled: false,

@@ -172,6 +172,9 @@ pub struct RecvPath {
     cum: u32,
     /// Bit `i`: PSN `cum + 1 + i` received.
     above: Bits256,
+    /// Bit `i`: PSN `cum + i` was refused for want of a receive (and is not
+    /// received): only a void copy may fill it (see `conn::rnr`).
+    refused: Bits256,
     /// CE-marked packets since the last ACK.
     ce: u16,
 }
@@ -182,6 +185,7 @@ impl RecvPath {
         Self {
             cum: initial_psn,
             above: Bits256::EMPTY,
+            refused: Bits256::EMPTY,
             ce: 0,
         }
     }
@@ -208,10 +212,12 @@ impl RecvPath {
             return arrival;
         }
         let off = psn.wrapping_sub(self.cum);
+        self.refused.clear(off);
         if off == 0 {
             // Fill the hole and absorb what was waiting above it.
             let run = self.above.trailing_ones();
             self.above.shift_down(run + 1);
+            self.refused.shift_down(run + 1);
             self.cum = self.cum.wrapping_add(run + 1);
         } else {
             // Not set: `classify` said new.
@@ -224,11 +230,20 @@ impl RecvPath {
     }
 
     /// Puts the window back as it was in `earlier` (a copy taken before
-    /// the last [`Self::on_data`]): that packet is again not received. The
-    /// CE count is kept (the packet did cross the network).
-    pub fn restore_window(&mut self, earlier: &RecvPath) {
+    /// the last [`Self::on_data`], of packet `psn`), and marks `psn`
+    /// refused: it is again not received, and only a void copy may fill it.
+    /// The CE count is kept (the packet did cross the network).
+    pub fn refuse(&mut self, earlier: &RecvPath, psn: u32) {
         self.cum = earlier.cum;
         self.above = earlier.above;
+        self.refused = earlier.refused;
+        self.refused.set(psn.wrapping_sub(self.cum));
+    }
+
+    /// Whether `psn` was refused and not filled since.
+    pub fn is_refused(&self, psn: u32) -> bool {
+        let off = psn.wrapping_sub(self.cum);
+        off < WINDOW && self.refused.get(off)
     }
 
     /// Whether a packet above a missing one arrived (a hole).

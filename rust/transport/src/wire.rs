@@ -10,9 +10,11 @@
 //! decodes to a packet whose fields are consistent, or is rejected with a
 //! [`DecodeError`] naming what is wrong.
 
-/// The wire format version this code speaks: 2 since 2026-12-03 (the
-/// receive number in data packets, the SOLICITED flag, NAK code 5 "no queue
-/// pair"); a peer speaking 1 drops every packet of ours, and we its.
+/// The wire format version this code speaks: 3 since 2026-12-05 (a packet
+/// refused for want of a receive is not acknowledged, and its NAK names it
+/// and carries the RNR timer); 2 since 2026-12-03 (the receive number in
+/// data packets, the SOLICITED flag, NAK code 5 "no queue pair"). A peer
+/// speaking another version drops every packet of ours, and we its.
 pub const VERSION: u8 = 3;
 
 /// Bytes of the common header that starts every packet.
@@ -677,8 +679,11 @@ fn decode_ack(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeErr
     }
     let sack = r.take::<{ SACK_BITS / 8 }>()?;
     let ecn_ce = r.u16()?;
+    // "Receiver not ready" is never a status: its packet is not
+    // acknowledged, so there is nothing for it to travel with.
     let status = match r.u8()? {
         0 => None,
+        3 => return Err(DecodeError::NakCode(3)),
         c => Some(nak_code(c)?),
     };
     if r.u8()? != 0 {

@@ -1244,3 +1244,155 @@ fn a_stream_waiting_for_its_receiver_leaves_the_window_to_the_others() {
     assert_eq!(done0, want0);
     assert!(p.hosts[0].completions.iter().all(|c| c.stream == 0));
 }
+
+#[test]
+fn a_message_that_failed_for_want_of_a_receive_leaves_no_hole() {
+    // rnr_retry 0: a 3-packet Send fails at its first refusal, and the
+    // void copies of its parked packets must still go out after its
+    // completion was taken (the driver takes completions first), or their
+    // PSNs pin the paths for every later message.
+    let send = workload(8, 2, &[3000])
+        .into_iter()
+        .find(|m| m.stream == 1 && m.opcode.consumes_receive())
+        .unwrap();
+    let mut p = Pair::new(2, 1024, Channel::default(), 11);
+    p.driver_order = true;
+    p.hosts[1].not_ready = Some((1, u64::MAX, 1));
+    p.hosts[0].todo.push_back(send);
+    assert!(p.run(SECOND));
+    assert_eq!(p.hosts[0].completions.len(), 1);
+    assert_eq!(
+        p.hosts[0].completions[0].error,
+        Some(NakCode::ReceiverNotReady)
+    );
+    p.hosts[0].completions.clear();
+    let later: Vec<Message> = workload(600, 2, &[100])
+        .into_iter()
+        .filter(|m| m.stream == 0)
+        .collect();
+    p.hosts[0].todo.extend(later.iter().copied());
+    assert!(p.run(20 * SECOND), "stuck");
+    assert_eq!(p.hosts[0].conn.outstanding(), 0);
+    assert_eq!(check_delivery(&p, 0, 1, &later), Vec::<String>::new());
+    let s = p.hosts[0].conn.stats();
+    assert_eq!(s.path_moves, 0, "{s:?}");
+}
+
+/// `seeds` runs of 24 messages over two streams, stream 1 refused for a
+/// while, over `chan`: every message delivered once, in order, with its
+/// bytes, and the run goes idle.
+fn not_ready_over(chan: Channel, seeds: u64) {
+    for seed in 1..=seeds {
+        let msgs = workload(24, 2, &[3000, 9000, 5000]);
+        let mut p = Pair::new(2, 1024, chan, seed);
+        p.driver_order = seed % 2 == 0;
+        p.hosts[1].not_ready = Some((1, 200_000 + seed * 7_000, 3));
+        p.hosts[0].rnr_retry = 7;
+        p.hosts[0].todo.extend(msgs.iter().copied());
+        assert!(p.run(60 * SECOND), "seed {seed}: not idle");
+        assert_eq!(
+            check_delivery(&p, 0, 1, &msgs),
+            Vec::<String>::new(),
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn a_refused_packet_lands_once_despite_duplicates_and_reordering() {
+    // A copy of a refused packet still on the way (a duplicate, a spurious
+    // resend, the first copy behind its probe) lands after the receive is
+    // posted: it must be refused again, or its bytes count twice (once
+    // more from the parked copy).
+    let chan = Channel {
+        dup: 100,
+        jitter: 30_000,
+        ..Channel::default()
+    };
+    not_ready_over(chan, 60);
+}
+
+#[test]
+fn a_receiver_not_ready_is_waited_for_across_loss_and_reordering() {
+    let chan = Channel {
+        loss: 20,
+        jitter: 30_000,
+        ..Channel::default()
+    };
+    not_ready_over(chan, 40);
+}
+
+#[test]
+fn a_not_ready_nak_that_names_no_packet_of_ours_changes_nothing() {
+    // A refusal A takes stops the stream for a round. One that names
+    // another PSN, or the right PSN sent at another time (an older copy's
+    // refusal, or a forger's guess), is ignored.
+    let send = workload(8, 2, &[1000])
+        .into_iter()
+        .find(|m| m.stream == 1 && m.opcode.consumes_receive())
+        .unwrap();
+    let (ca, _) = config_pair(1, 1024);
+    let mut a = Conn::new(ca);
+    a.post_with(send, 1024, 7).unwrap();
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let t = a.poll_transmit(1_000, &mut hdr).unwrap();
+    let mut pkt = hdr[..t.len].to_vec();
+    pkt.resize(t.len + t.payload.map_or(0, |s| usize::from(s.len)), 0);
+    let Ok(Packet::Data(h, _)) = wire::decode(&pkt) else {
+        panic!("not data")
+    };
+    let nak = |psn: u32, ts: u32| {
+        let n = wire::NakHeader {
+            common: wire::Common {
+                ptype: wire::PacketType::Nak,
+                flags: 0,
+                path: 0,
+                conn: ca.local_id,
+                psn,
+                timestamp: ts,
+            },
+            code: NakCode::ReceiverNotReady,
+            rnr_timer: 1,
+            stream: send.stream,
+            msn: send.msn,
+        };
+        let mut b = [0u8; 64];
+        let len = wire::encode_nak(&n, &mut b).unwrap();
+        b[..len].to_vec()
+    };
+    let (psn, ts) = (h.common.psn, h.common.timestamp);
+    for (p, s) in [(psn.wrapping_add(1), ts), (psn, ts.wrapping_add(1))] {
+        assert!(a.on_datagram(2_000, &nak(p, s), 4791, false).is_ok());
+        assert_eq!(a.poll_event(), None, "a stale refusal failed the Send");
+        assert_eq!(a.stats().rnr_waits, 0);
+    }
+    // The refusal of the copy A sent: a round, and its void copy goes out.
+    assert!(a.on_datagram(3_000, &nak(psn, ts), 4791, false).is_ok());
+    assert_eq!(a.stats().rnr_waits, 1);
+    let t = a.poll_transmit(3_000, &mut hdr).unwrap();
+    assert!(t.payload.is_none(), "the PSN is closed void");
+    assert!(a.waits_for_receiver());
+}
+
+#[test]
+fn more_refused_packets_than_a_stream_may_park_still_arrive() {
+    // A 300-packet Send refused for 20 ms: past the stream's 64 parked
+    // packets the rest stay on their PSNs and are resent as losses (and
+    // refused again) until there is room; all of it lands, once.
+    let mut send = workload(8, 2, &[300 * 1024])
+        .into_iter()
+        .find(|m| m.stream == 1 && m.opcode.consumes_receive())
+        .unwrap();
+    // The stream's first message (the harness's receiver counts from 0).
+    (send.msn, send.rsn) = (0, 0);
+    let mut msgs = vec![send];
+    msgs.extend(workload(40, 1, &[4096]));
+    let mut p = Pair::new(4, 1024, Channel::default(), 17);
+    p.hosts[1].not_ready = Some((1, 20_000_000, 14));
+    p.hosts[0].rnr_retry = 7;
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert!(p.run(60 * SECOND), "not idle");
+    assert!(p.hosts[1].rnr_refusals > 64, "{}", p.hosts[1].rnr_refusals);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    assert!(p.hosts[0].completions.iter().all(|c| c.error.is_none()));
+}

@@ -163,7 +163,7 @@ proptest! {
                        ecn in any::<u16>(), rest in any::<[u32; 3]>(),
                        status in prop_oneof![Just(None),
                                              Just(Some(NakCode::RemoteAccess)),
-                                             Just(Some(NakCode::ReceiverNotReady)),
+                                             Just(Some(NakCode::InvalidRequest)),
                                              Just(Some(NakCode::NoQueuePair))]) {
         let ack = AckHeader { common: c, sack, ecn_ce: ecn, status, rate_hint_kbps: rest[0],
                               stream: rest[1], stream_msn: rest[2] };

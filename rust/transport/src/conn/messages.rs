@@ -63,6 +63,7 @@ impl<const P: usize> Connection<P> {
             return Err(PostError::StreamBusy);
         }
         let i = free.ok_or(PostError::Full)?;
+        let waits = self.stream_waits(msg.stream);
         let slot = self.msgs.get_mut(i).ok_or(PostError::Full)?;
         *slot = MsgSlot {
             state: MsgState::Active,
@@ -75,15 +76,13 @@ impl<const P: usize> Connection<P> {
             error: None,
             cancelled: false,
             rnr_left: rnr_retry.min(RNR_FOREVER),
-            rnr_until: 0,
+            // A stream that waits for its receiver waits whole.
+            rnr_until: waits,
+            voids: 0,
         };
         self.next_gen = self.next_gen.wrapping_add(1);
-        if self.cursor.is_none() {
+        if self.cursor.is_none() && self.msgs.get(i).is_some_and(|m| m.rnr_until == 0) {
             self.cursor = Some(i as u16);
-            if self.rnr_wake.is_some() {
-                // Its stream may wait for its receiver.
-                self.advance_cursor();
-            }
         }
         Ok(())
     }
@@ -103,7 +102,7 @@ impl<const P: usize> Connection<P> {
             m.cancelled = true;
             m.error = m.error.or(Some(code));
             m.packets = m.sent_packets;
-            if m.acked == m.sent_packets {
+            if m.settled() {
                 m.state = MsgState::Done;
             }
             if self.cursor == Some(i as u16) {
@@ -144,7 +143,12 @@ impl<const P: usize> Connection<P> {
 
     /// Rejects a message whose packet arrived on `path`: a NAK goes out
     /// before further acknowledgements. Returns false if the NAK queue is full.
+    /// Not for [`NakCode::ReceiverNotReady`], which is [`Self::not_ready`]'s
+    /// (its packet must not be acknowledged): refused, returns false.
     pub fn reject(&mut self, path: u16, stream: u32, msn: u32, code: NakCode) -> bool {
+        if code == NakCode::ReceiverNotReady {
+            return false;
+        }
         // Every ACK from now on names the rejection, so no ACK of the
         // message's packets reaches the sender without it, even if every NAK
         // is lost.
@@ -220,7 +224,7 @@ impl<const P: usize> Connection<P> {
         m.error = Some(code);
         // Stop cutting it; it completes once what was sent is acknowledged.
         m.packets = m.sent_packets;
-        if m.acked == m.sent_packets {
+        if m.settled() {
             m.state = MsgState::Done;
         }
         if self.cursor == Some(i as u16) {
@@ -273,41 +277,8 @@ impl<const P: usize> Connection<P> {
 
     pub(super) fn advance_cursor(&mut self) {
         let next_gen = self.next_gen;
-        // The oldest waiting message of each waiting stream (a few at most;
-        // past the table's end, every stream with one waits whole).
-        let mut waiting = [(0u32, 0u32); 8];
-        let mut n_waiting = 0;
-        let mut overflow = false;
-        if self.rnr_wake.is_some() {
-            for m in self.msgs.iter().filter(|m| m.rnr_until != 0) {
-                let age = m.gen.wrapping_sub(next_gen);
-                let known = waiting
-                    .iter()
-                    .take(n_waiting)
-                    .position(|w| w.0 == m.msg.stream);
-                if let Some(w) = known.and_then(|k| waiting.get_mut(k)) {
-                    w.1 = w.1.min(age);
-                } else if let Some(w) = waiting.get_mut(n_waiting) {
-                    *w = (m.msg.stream, age);
-                    n_waiting += 1;
-                } else {
-                    overflow = true;
-                }
-            }
-        }
-        let msgs = &self.msgs;
-        let held_back = |m: &MsgSlot| {
-            let age = m.gen.wrapping_sub(next_gen);
-            m.rnr_until != 0
-                || waiting
-                    .iter()
-                    .take(n_waiting)
-                    .any(|w| w.0 == m.msg.stream && age >= w.1)
-                || (overflow
-                    && msgs
-                        .iter()
-                        .any(|w| w.rnr_until != 0 && w.msg.stream == m.msg.stream))
-        };
+        // A message of a stream that waits for its receiver is not cut
+        // (`conn::rnr`: such messages carry the wait, from posting on).
         self.cursor = self
             .msgs
             .iter()
@@ -316,7 +287,7 @@ impl<const P: usize> Connection<P> {
                 m.state == MsgState::Active
                     && m.sent_packets < m.packets
                     && m.error.is_none()
-                    && !held_back(m)
+                    && m.rnr_until == 0
             })
             .min_by_key(|(_, m)| m.gen.wrapping_sub(next_gen))
             .map(|(j, _)| j as u16);

@@ -15,7 +15,7 @@
 //! rounds of refusals (7: no limit) the message fails instead.
 
 use super::super::path::{RecvPath, WINDOW};
-use super::super::wire::{Common, NakCode, NakHeader, PacketType};
+use super::super::wire::{flags, Common, NakCode, NakHeader, PacketType};
 use super::{Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS};
 
 /// `rnr_retry` that never runs out, as verbs defines it.
@@ -39,13 +39,19 @@ pub(super) fn rnr_delay_ns(code: u8) -> u64 {
     u64::from(RNR_US[usize::from(code & 31)]) * 1_000
 }
 
-/// The receive windows as they were before the last data packet arrived:
-/// of its path, and of the first path of a relocated copy.
+/// Parked packets one stream may hold: a user who never posts receives
+/// keeps at most this much of the table, and the other streams the rest.
+pub const PARKED_PER_STREAM: usize = PARKED / 4;
+
+/// The receive window of the last data packet's path as it was before the
+/// packet, and of a relocated copy's first path: what
+/// [`Connection::not_ready`] puts back.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Undo {
     pub(super) path: u16,
+    pub(super) psn: u32,
     pub(super) seq: RecvPath,
-    pub(super) origin: Option<(u16, RecvPath)>,
+    pub(super) origin: Option<(u16, u32, RecvPath)>,
 }
 
 /// A refused packet's bytes, waiting to be sent again.
@@ -68,13 +74,29 @@ impl Parked {
     };
 }
 
+/// What became of a refused packet at its sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Park {
+    /// Parked now: its PSN goes out void.
+    Parked,
+    /// The copy refused is ours and the latest, but the table (or the
+    /// stream's share) is full: it is resent as a loss, on its PSN.
+    Full,
+    /// Not an unacknowledged packet of ours whose latest copy was the one
+    /// refused (an older copy, one already parked, or a forgery).
+    Stale,
+}
+
 impl<const P: usize> Connection<P> {
     /// Refuses the data packet that [`Self::on_datagram`] just returned (of
     /// `stream`, message `msn`, PSN `psn` on `path`, sent at `sent_us`)
     /// because no receive is posted for it: its arrival is forgotten, so it
-    /// is not acknowledged, and a NAK asks the sender to send it again after
-    /// `rnr_timer` (verbs' `min_rnr_timer` code). Returns false if the NAK
-    /// queue is full (the sender then takes the packet for lost).
+    /// is not acknowledged, and from now on only a void copy may fill its
+    /// PSN (a data copy still on the way is refused again: its bytes come
+    /// again on a new PSN, and must not land twice). A NAK asks the sender
+    /// to send it again after `rnr_timer` (verbs' `min_rnr_timer` code).
+    /// Returns false if the NAK queue is full (the sender then takes the
+    /// packet for lost, and its resend is refused again).
     pub fn not_ready(
         &mut self,
         path: u16,
@@ -84,16 +106,31 @@ impl<const P: usize> Connection<P> {
         msn: u32,
         rnr_timer: u8,
     ) -> bool {
-        if let Some(u) = self.undo.take().filter(|u| u.path == path) {
+        if let Some(u) = self.undo.take().filter(|u| u.path == path && u.psn == psn) {
             if let Some(r) = self.rx.get_mut(usize::from(u.path)) {
-                r.seq.restore_window(&u.seq);
+                r.seq.refuse(&u.seq, u.psn);
             }
-            if let Some((o, seq)) = u.origin {
+            if let Some((o, opsn, seq)) = u.origin {
                 if let Some(r) = self.rx.get_mut(usize::from(o)) {
-                    r.seq.restore_window(&seq);
+                    r.seq.refuse(&seq, opsn);
                 }
             }
+            // Counted when it comes again and is taken.
+            self.stats.rx_data = self.stats.rx_data.saturating_sub(1);
         }
+        self.rnr_timer = rnr_timer & 31;
+        self.rnr_nak(path, psn, sent_us, stream, msn)
+    }
+
+    /// Queues the receiver-not-ready NAK of a packet (and counts it).
+    pub(super) fn rnr_nak(
+        &mut self,
+        path: u16,
+        psn: u32,
+        sent_us: u32,
+        stream: u32,
+        msn: u32,
+    ) -> bool {
         let code = NakCode::ReceiverNotReady;
         if let Some(r) = self.stats.refused.get_mut(usize::from(code as u8) - 1) {
             *r += 1;
@@ -108,7 +145,7 @@ impl<const P: usize> Connection<P> {
                 timestamp: sent_us,
             },
             code,
-            rnr_timer: rnr_timer & 31,
+            rnr_timer: self.rnr_timer,
             stream,
             msn,
         })
@@ -117,7 +154,8 @@ impl<const P: usize> Connection<P> {
     /// The receiver refused our packet `nak` names (message `msn` of
     /// `stream`) for want of a receive: park it, and stop the stream at
     /// that message for the NAK's timer, or fail the message once its
-    /// retries are used up.
+    /// retries are used up. A NAK that names no packet of ours as it was
+    /// last sent changes nothing (an older copy's, or a forgery).
     pub(super) fn on_not_ready(&mut self, nak: &NakHeader, now: u64) -> Result<(), RecvError> {
         let (stream, msn) = (nak.stream, nak.msn);
         let i = self
@@ -125,7 +163,12 @@ impl<const P: usize> Connection<P> {
             .iter()
             .position(|m| m.state == MsgState::Active && m.msg.stream == stream && m.msg.msn == msn)
             .ok_or(RecvError::Nak)?;
-        self.park(i, nak.common.path, nak.common.psn, nak.common.timestamp);
+        let parked = self.park(i, nak.common.path, nak.common.psn, nak.common.timestamp);
+        if parked == Park::Stale {
+            // Usual under reordering or duplication (the refusal of an
+            // older copy, of one parked already): nothing to do.
+            return Ok(());
+        }
         let m = self.msgs.get_mut(i).ok_or(RecvError::Nak)?;
         // Failed or cancelled: what it parked is dropped. Already waiting:
         // another of its packets was refused in the same round.
@@ -149,7 +192,8 @@ impl<const P: usize> Connection<P> {
         let until = now.saturating_add(rnr_delay_ns(nak.rnr_timer)).max(1);
         // The stream stops at this message: nothing more of it or of a
         // later message of the stream is cut until the timer has passed
-        // (their Sends find no receive either).
+        // (their Sends find no receive either). Messages posted meanwhile
+        // take the wait too (`post_with`).
         let next_gen = self.next_gen;
         for w in self.msgs.iter_mut() {
             let later = w.gen.wrapping_sub(next_gen) >= gen.wrapping_sub(next_gen);
@@ -163,30 +207,48 @@ impl<const P: usize> Connection<P> {
         Ok(())
     }
 
+    /// When `stream` waits for its receiver, until when (0: it does not).
+    pub(super) fn stream_waits(&self, stream: u32) -> u64 {
+        if self.rnr_wake.is_none() {
+            return 0;
+        }
+        self.msgs
+            .iter()
+            .find(|m| m.state == MsgState::Active && m.msg.stream == stream && m.rnr_until != 0)
+            .map_or(0, |m| m.rnr_until)
+    }
+
     /// Parks the packet of message `i` sent as `psn` on `path`, if that is
     /// the copy the receiver refused (sent at `sent_us`: a later copy may
     /// still land) and it is not acknowledged: its PSN is sent again void,
-    /// and its bytes wait in the table. A packet the table has no room for
-    /// stays, to be resent as a loss.
-    fn park(&mut self, i: usize, path: u16, psn: u32, sent_us: u32) {
-        let Some(gen) = self.msgs.get(i).map(|m| m.gen) else {
-            return;
+    /// and its bytes wait in the table.
+    fn park(&mut self, i: usize, path: u16, psn: u32, sent_us: u32) -> Park {
+        let Some((gen, stream)) = self.msgs.get(i).map(|m| (m.gen, m.msg.stream)) else {
+            return Park::Stale;
         };
-        if usize::from(self.n_parked) >= PARKED {
-            return;
-        }
+        let n = usize::from(self.n_parked);
+        let mine = self
+            .parked
+            .iter()
+            .take(n)
+            .filter(|e| {
+                self.msgs
+                    .get(usize::from(e.msg))
+                    .is_some_and(|m| m.msg.stream == stream)
+            })
+            .count();
         let Some(p) = self.tx.get_mut(usize::from(path)) else {
-            return;
+            return Park::Stale;
         };
         let Some(una) = p.seq.oldest_unacked() else {
-            return;
+            return Park::Stale;
         };
         if psn.wrapping_sub(una) >= p.seq.in_flight() || p.seq.is_acked(psn) {
-            return;
+            return Park::Stale;
         }
         let idx = psn % WINDOW;
         let Some(slot) = p.slots.get_mut(psn as usize % SLOTS) else {
-            return;
+            return Park::Stale;
         };
         if slot.state != SlotState::Live
             || usize::from(slot.msg) != i
@@ -194,48 +256,69 @@ impl<const P: usize> Connection<P> {
             || slot.void
             || slot.sent_us != sent_us
         {
-            return;
+            return Park::Stale;
         }
-        slot.void = true;
-        slot.by_order = false;
-        p.relocate.clear(idx);
-        p.resend.set(idx);
-        let parked = Parked {
+        let Some(entry) = self.parked.get_mut(n).filter(|_| mine < PARKED_PER_STREAM) else {
+            return Park::Full;
+        };
+        *entry = Parked {
             msg: slot.msg,
             gen,
             offset: slot.offset,
             len: slot.len,
             last: slot.last,
         };
-        if let Some(e) = self.parked.get_mut(usize::from(self.n_parked)) {
-            *e = parked;
-            self.n_parked += 1;
+        self.n_parked += 1;
+        slot.void = true;
+        slot.by_order = false;
+        p.relocate.clear(idx);
+        p.resend.set(idx);
+        if let Some(m) = self.msgs.get_mut(i) {
+            m.voids = m.voids.saturating_add(1);
         }
+        Park::Parked
+    }
+
+    /// Takes parked entry `k` out of the table.
+    fn unpark(&mut self, k: usize) -> Option<Parked> {
+        let last = usize::from(self.n_parked).checked_sub(1)?;
+        let e = *self.parked.get(k)?;
+        let moved = *self.parked.get(last)?;
+        if let Some(slot) = self.parked.get_mut(k) {
+            *slot = moved;
+        }
+        self.n_parked -= 1;
+        Some(e)
     }
 
     /// Drops the parked packets of messages that failed, were cancelled or
-    /// are gone; a message's own count it as done (nothing more of it
-    /// goes out).
+    /// are gone; a message's own count as done (nothing more of it goes
+    /// out).
     pub(super) fn sweep_parked(&mut self) {
         let mut k = 0;
-        while k < usize::from(self.n_parked) {
-            let e = self.parked[k];
+        while let Some(e) = self
+            .parked
+            .get(k)
+            .copied()
+            .filter(|_| k < usize::from(self.n_parked))
+        {
             let Some(m) = self.msgs.get_mut(usize::from(e.msg)) else {
-                break;
+                return;
             };
             let mine = m.gen == e.gen && m.state == MsgState::Active;
             if mine && !m.cancelled && m.error.is_none() {
                 k += 1;
                 continue;
             }
-            self.n_parked -= 1;
-            self.parked[k] = self.parked[usize::from(self.n_parked)];
             if mine {
                 m.acked += 1;
-                if m.acked >= m.sent_packets && m.sent_packets == m.packets {
+                if m.settled() && m.sent_packets == m.packets {
                     m.state = MsgState::Done;
-                    self.release(e.msg);
                 }
+            }
+            self.unpark(k);
+            if mine {
+                self.release(e.msg);
             }
         }
     }
@@ -252,12 +335,14 @@ impl<const P: usize> Connection<P> {
             })
     }
 
-    /// Whether a parked packet may go out again.
+    /// Whether a parked packet may go out again now.
     pub(super) fn parked_ready(&self) -> bool {
-        self.ready_parked().is_some()
+        self.conn_has_room() && self.ready_parked().is_some()
     }
 
-    /// Sends a parked packet whose message no longer waits, as a new packet.
+    /// Sends a parked packet whose message no longer waits, as a new packet
+    /// (not paced: as a resend, it is data the receiver's share already
+    /// counted once).
     pub(super) fn send_parked(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         self.sweep_parked();
         let k = self.ready_parked()?;
@@ -265,9 +350,7 @@ impl<const P: usize> Connection<P> {
             return None;
         }
         let path = self.pick(None)?;
-        let e = self.parked[k];
-        self.n_parked -= 1;
-        self.parked[k] = self.parked[usize::from(self.n_parked)];
+        let e = *self.parked.get(k)?;
         let slot = TxSlot {
             state: SlotState::Live,
             msg: e.msg,
@@ -278,15 +361,10 @@ impl<const P: usize> Connection<P> {
             ..TxSlot::default()
         };
         let psn = self.place(path, slot, now)?;
+        self.unpark(k);
         self.stats.retransmits += 1;
-        self.encode_slot(
-            path,
-            psn,
-            &slot,
-            super::super::wire::flags::RETRANSMIT,
-            now,
-            buf,
-        )
+        let extra = flags::RETRANSMIT | flags::ACK_REQ;
+        self.encode_slot(path, psn, &slot, extra, now, buf)
     }
 
     /// Whether messages wait for their receiver (a timer will send them).

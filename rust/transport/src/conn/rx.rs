@@ -7,7 +7,7 @@
 
 use super::super::cc::window_for_rate;
 use super::super::framing::HEADER_OVERHEAD;
-use super::super::path::{AckError, Arrival, WINDOW};
+use super::super::path::{AckError, Arrival, RecvPath, WINDOW};
 use super::super::seq::{before, Bits256};
 use super::super::trace::TraceEvent;
 use super::super::wire::{
@@ -104,7 +104,22 @@ impl<const P: usize> Connection<P> {
         }
         let origin_before = hdr
             .origin
-            .and_then(|o| Some((o.path, self.rx.get(usize::from(o.path))?.seq)));
+            .and_then(|o| Some((o.path, o.psn, self.rx.get(usize::from(o.path))?.seq)));
+        // A data copy of a packet refused for want of a receive (or a
+        // relocated copy of one) is refused again, whatever is posted now:
+        // its sender parked it and sends its bytes again on a new PSN, and
+        // they must not land twice. Only its void copy fills the PSN.
+        let refused = |seq: &RecvPath, psn: u32| seq.is_refused(psn);
+        let refused_before = self
+            .rx
+            .get(path)
+            .is_some_and(|r| refused(&r.seq, hdr.common.psn))
+            || origin_before.is_some_and(|(_, psn, seq)| refused(&seq, psn));
+        if refused_before && hdr.common.flags & flags::VOID == 0 {
+            let c = hdr.common;
+            self.rnr_nak(c.path, c.psn, c.timestamp, hdr.stream, hdr.msn);
+            return Ok(Received::Refused);
+        }
         let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let before_seq = rx.seq;
         let had_holes = rx.seq.has_holes();
@@ -174,6 +189,7 @@ impl<const P: usize> Connection<P> {
         self.stats.rx_data += 1;
         self.undo = Some(Undo {
             path: path as u16,
+            psn: hdr.common.psn,
             seq: before_seq,
             origin: origin_before,
         });
@@ -242,17 +258,18 @@ impl<const P: usize> Connection<P> {
                     q.seq.acknowledge(o.psn);
                 }
             }
-            if slot.void {
-                // The void copy closing a parked packet's PSN: its bytes
-                // are still to come.
-                continue;
-            }
             let Some(m) = self.msgs.get_mut(usize::from(slot.msg)) else {
                 continue;
             };
             if m.state == MsgState::Active && m.gen == slot.gen {
-                m.acked += 1;
-                if m.acked == m.sent_packets && m.sent_packets == m.packets {
+                if slot.void {
+                    // The void copy closing a parked packet's PSN: its
+                    // bytes come (or came) on another.
+                    m.voids = m.voids.saturating_sub(1);
+                } else {
+                    m.acked += 1;
+                }
+                if m.settled() && m.sent_packets == m.packets {
                     m.state = MsgState::Done;
                     if n_finished < finished.len() {
                         finished[n_finished] = slot.msg;

@@ -263,6 +263,10 @@ pub struct Pair {
     pub dropped: u64,
     /// Most packets a host had in flight at once.
     pub peak: [u32; 2],
+    /// Completions are taken before data is polled, as the kernel's
+    /// softirq does (a message's slot may be freed before its last packet
+    /// is encoded).
+    pub driver_order: bool,
 }
 
 pub fn config_pair(paths: u16, max_payload: u16) -> (Config, Config) {
@@ -297,6 +301,7 @@ impl Pair {
             sent: [0; 2],
             dropped: 0,
             peak: [0; 2],
+            driver_order: false,
         }
     }
 
@@ -342,6 +347,11 @@ impl Pair {
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         for h in 0..2 {
             self.hosts[h].post_what_fits();
+            if self.driver_order {
+                while let Some(c) = self.hosts[h].conn.poll_event() {
+                    self.hosts[h].completions.push(c);
+                }
+            }
             while let Some(t) = self.hosts[h].conn.poll_transmit(self.now, &mut hdr) {
                 let mut bytes = hdr[..t.len].to_vec();
                 if let Some(seg) = t.payload {
