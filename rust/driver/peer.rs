@@ -444,6 +444,18 @@ impl Peer {
                 joined = true;
             }
         }
+        if let Ok(Received::Refused(h)) = r {
+            // A copy of a packet refused for want of a receive, come again:
+            // refused again, with its QP's timer (0 for a QP gone: the
+            // sender's QP fails or is cancelled anyway).
+            let timer = ps
+                .by_qpn
+                .get(&(h.stream >> 1))
+                .map_or(0, |qp| qp.st.lock().min_rnr_timer);
+            let c = h.common;
+            ps.conn
+                .rnr_nak(c.path, c.psn, c.timestamp, h.stream, h.msn, timer);
+        }
         if let Ok(Received::Data(h, bytes)) = r {
             let (verdict, answered, rnr_timer) = match ps.by_qpn.get(&(h.stream >> 1)).cloned() {
                 Some(qp) => {

@@ -228,9 +228,9 @@ pub enum Received<'a> {
     /// its PSN, and nothing is placed.
     Void,
     /// A data copy of a packet refused for want of a receive: refused again
-    /// (only its void copy may fill its PSN, its bytes come on a new one),
-    /// and NAKed again.
-    Refused,
+    /// (only its void copy may fill its PSN, its bytes come on a new one);
+    /// NAK it again with [`Connection::rnr_nak`] and its queue pair's timer.
+    Refused(DataHeader),
     /// An acknowledgement or negative acknowledgement, processed.
     Control,
 }
@@ -537,9 +537,6 @@ pub struct Connection<const P: usize> {
     undo: Option<Undo>,
     /// When the first message waiting for its receiver is due again.
     rnr_wake: Option<u64>,
-    /// The RNR timer of our receiver's last refusal (for copies refused
-    /// again, whose queue pair the connection does not know).
-    rnr_timer: u8,
     /// Refused packets waiting to be sent again (the first `n_parked`).
     parked: [Parked; PARKED],
     n_parked: u16,
@@ -617,7 +614,6 @@ impl<const P: usize> Connection<P> {
         rejected: None,
         undo: None,
         rnr_wake: None,
-        rnr_timer: 0,
         parked: [Parked::EMPTY; PARKED],
         n_parked: 0,
         all_sampled: false,

@@ -283,7 +283,7 @@ impl Session {
                 self.hs.mark_used();
                 false
             }
-            Received::Duplicate | Received::Refused | Received::Control => false,
+            Received::Duplicate | Received::Refused(_) | Received::Control => false,
         }
     }
 

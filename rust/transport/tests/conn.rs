@@ -1396,3 +1396,71 @@ fn more_refused_packets_than_a_stream_may_park_still_arrive() {
     assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
     assert!(p.hosts[0].completions.iter().all(|c| c.error.is_none()));
 }
+
+/// A `len`-byte Send as stream `stream`'s first message.
+fn first_send(stream: u32, len: u32) -> Message {
+    Message {
+        opcode: Opcode::Send,
+        stream,
+        msn: 0,
+        len,
+        remote: None,
+        rsn: 0,
+        imm: None,
+        atomic: None,
+        solicited: false,
+    }
+}
+
+#[test]
+fn a_large_send_refused_for_a_while_stalls_no_stream() {
+    // A 1000-packet Send whose receiver posts 5, 20 or 100 ms late, beside
+    // 1000 Writes of another stream, 50 us each way: every refused packet
+    // must close its PSN (parked as runs), or the refused PSNs hold every
+    // path's window and nothing moves again.
+    let ms = 1_000_000;
+    for ready in [5 * ms, 20 * ms, 100 * ms] {
+        let chan = Channel {
+            delay: 50_000,
+            ..Channel::default()
+        };
+        let mut p = Pair::new(4, 1024, chan, 7);
+        p.hosts[0].rnr_retry = 7;
+        p.hosts[1].not_ready = Some((1, ready, 14));
+        let mut msgs = vec![first_send(1, 1000 * 1024)];
+        msgs.extend(workload(1000, 1, &[4096]));
+        p.hosts[0].todo.extend(msgs.iter().copied());
+        assert!(p.run(10 * SECOND), "ready at {ready} ns: stuck");
+        assert_eq!(
+            check_delivery(&p, 0, 1, &msgs),
+            Vec::<String>::new(),
+            "ready at {ready} ns"
+        );
+        assert!(p.hosts[1].rnr_refusals > 100, "{}", p.hosts[1].rnr_refusals);
+    }
+}
+
+#[test]
+fn streams_whose_receivers_never_post_leave_the_others_room() {
+    // Eight streams each with a 200-packet Send nobody receives (rnr_retry
+    // 7: for ever, timer 0.64 ms), and 2000 Writes on stream 0: the Writes
+    // all complete, in order, however long the eight wait.
+    let mut p = Pair::new(4, 1024, Channel::default(), 5);
+    p.hosts[0].rnr_retry = 7;
+    p.hosts[1].not_ready = Some((u32::MAX, u64::MAX, 12));
+    for s in 1..=8 {
+        p.hosts[0].todo.push_back(first_send(s, 200 * 1024));
+    }
+    let writes = workload(2000, 1, &[4096]);
+    p.hosts[0].todo.extend(writes.iter().copied());
+    // Never idle (the eight wait for ever).
+    assert!(!p.run(SECOND / 2));
+    let done: Vec<u32> = p.hosts[0]
+        .completions
+        .iter()
+        .filter(|c| c.stream == 0)
+        .map(|c| c.msn)
+        .collect();
+    assert_eq!(done, (0..2000).collect::<Vec<u32>>());
+    assert!(p.hosts[0].completions.iter().all(|c| c.stream == 0));
+}

@@ -3,16 +3,21 @@
 //! Receiver not ready: a packet of a Send or Write with Immediate that
 //! finds no receive posted is refused without being acknowledged. The
 //! receiver forgets that it arrived (no ACK can let its message complete as
-//! delivered), and a NAK naming that packet (path, PSN, and the timestamp
-//! of the copy refused) and the receiver's RNR timer goes back.
+//! delivered) and from then on takes only a void copy in its PSN (a data
+//! copy still on the way is refused again: the bytes come again on a new
+//! PSN, and must not land twice). A NAK naming that packet (path, PSN, and
+//! the timestamp of the copy refused) and the receiver's RNR timer goes
+//! back.
 //!
 //! The sender parks the refused packet: its PSN is closed with a void copy
 //! at once (so that no path's window is pinned while the receiver waits),
-//! and its bytes wait in a small table. The stream stops at the refused
-//! message: nothing more of it or of the stream's later messages is cut.
-//! When the timer has passed, the parked packets go out again as new
-//! packets and the stream goes on. After the queue pair's `rnr_retry`
-//! rounds of refusals (7: no limit) the message fails instead.
+//! and the packet joins a run of its message's parked packets in a small
+//! table. The stream stops at the refused message: nothing more of it or
+//! of the stream's later messages is cut. When the timer has passed, the
+//! parked packets go out again as new packets and the stream goes on.
+//! After the queue pair's `rnr_retry` rounds of refusals (7: no limit), or
+//! when a refused packet finds no room in the table, the message fails
+//! instead (its packets then go void, closing their PSNs).
 
 use super::super::path::{RecvPath, WINDOW};
 use super::super::wire::{flags, Common, NakCode, NakHeader, PacketType};
@@ -21,8 +26,7 @@ use super::{Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS}
 /// `rnr_retry` that never runs out, as verbs defines it.
 pub const RNR_FOREVER: u8 = 7;
 
-/// Refused packets a connection parks at once. One more is left in flight
-/// as a hole (its path's window waits on it) and is sent again as a loss.
+/// Runs of refused packets a connection parks at once.
 pub const PARKED: usize = 256;
 
 /// verbs' `min_rnr_timer` codes, in microseconds (the IBA table: code 0 is
@@ -39,8 +43,7 @@ pub(super) fn rnr_delay_ns(code: u8) -> u64 {
     u64::from(RNR_US[usize::from(code & 31)]) * 1_000
 }
 
-/// Parked packets one stream may hold: a user who never posts receives
-/// keeps at most this much of the table, and the other streams the rest.
+/// Runs of parked packets one stream may hold (a quarter of the table).
 pub const PARKED_PER_STREAM: usize = PARKED / 4;
 
 /// The receive window of the last data packet's path as it was before the
@@ -54,14 +57,16 @@ pub(super) struct Undo {
     pub(super) origin: Option<(u16, u32, RecvPath)>,
 }
 
-/// A refused packet's bytes, waiting to be sent again.
+/// A run of refused packets of one message, waiting to be sent again:
+/// `count` packets from byte `offset` on (packets are cut at the message's
+/// `payload` bytes, so a run needs no more; the refusals of one round are
+/// mostly one run).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Parked {
     msg: u16,
     gen: u32,
     offset: u32,
-    len: u16,
-    last: bool,
+    count: u32,
 }
 
 impl Parked {
@@ -69,8 +74,7 @@ impl Parked {
         msg: 0,
         gen: 0,
         offset: 0,
-        len: 0,
-        last: false,
+        count: 0,
     };
 }
 
@@ -80,11 +84,19 @@ enum Park {
     /// Parked now: its PSN goes out void.
     Parked,
     /// The copy refused is ours and the latest, but the table (or the
-    /// stream's share) is full: it is resent as a loss, on its PSN.
+    /// stream's share) has no run it extends and no room for one: its
+    /// message fails (its PSNs then close void).
     Full,
     /// Not an unacknowledged packet of ours whose latest copy was the one
     /// refused (an older copy, one already parked, or a forgery).
     Stale,
+}
+
+/// The byte after run `e` (packets of `payload` bytes), if it fits.
+fn run_end(e: &Parked, payload: u32) -> Option<u32> {
+    e.count
+        .checked_mul(payload)
+        .and_then(|b| e.offset.checked_add(b))
 }
 
 impl<const P: usize> Connection<P> {
@@ -106,30 +118,38 @@ impl<const P: usize> Connection<P> {
         msn: u32,
         rnr_timer: u8,
     ) -> bool {
-        if let Some(u) = self.undo.take().filter(|u| u.path == path && u.psn == psn) {
-            if let Some(r) = self.rx.get_mut(usize::from(u.path)) {
-                r.seq.refuse(&u.seq, u.psn);
-            }
-            if let Some((o, opsn, seq)) = u.origin {
-                if let Some(r) = self.rx.get_mut(usize::from(o)) {
-                    r.seq.refuse(&seq, opsn);
-                }
-            }
-            // Counted when it comes again and is taken.
-            self.stats.rx_data = self.stats.rx_data.saturating_sub(1);
+        // Only the packet just handed over can be refused so: any other
+        // stays received, and a NAK for it would make its sender park
+        // bytes that landed (they would land twice).
+        let Some(u) = self.undo.take().filter(|u| u.path == path && u.psn == psn) else {
+            return false;
+        };
+        if let Some(r) = self.rx.get_mut(usize::from(u.path)) {
+            r.seq.refuse(&u.seq, u.psn);
         }
-        self.rnr_timer = rnr_timer & 31;
-        self.rnr_nak(path, psn, sent_us, stream, msn)
+        if let Some((o, opsn, seq)) = u.origin {
+            if let Some(r) = self.rx.get_mut(usize::from(o)) {
+                r.seq.refuse(&seq, opsn);
+            }
+        }
+        // Counted when it comes again and is taken.
+        self.stats.rx_data = self.stats.rx_data.saturating_sub(1);
+        self.rnr_nak(path, psn, sent_us, stream, msn, rnr_timer)
     }
 
-    /// Queues the receiver-not-ready NAK of a packet (and counts it).
-    pub(super) fn rnr_nak(
+    /// Queues the receiver-not-ready NAK of a data packet (of `stream`,
+    /// message `msn`, PSN `psn` on `path`, sent at `sent_us`), with the
+    /// refusing queue pair's `rnr_timer`, and counts it: for
+    /// [`Self::not_ready`], and for a copy of a refused packet that came
+    /// again ([`super::Received::Refused`]). False if the NAK queue is full.
+    pub fn rnr_nak(
         &mut self,
         path: u16,
         psn: u32,
         sent_us: u32,
         stream: u32,
         msn: u32,
+        rnr_timer: u8,
     ) -> bool {
         let code = NakCode::ReceiverNotReady;
         if let Some(r) = self.stats.refused.get_mut(usize::from(code as u8) - 1) {
@@ -145,7 +165,7 @@ impl<const P: usize> Connection<P> {
                 timestamp: sent_us,
             },
             code,
-            rnr_timer: self.rnr_timer,
+            rnr_timer: rnr_timer & 31,
             stream,
             msn,
         })
@@ -179,7 +199,10 @@ impl<const P: usize> Connection<P> {
         if m.rnr_until != 0 {
             return Ok(());
         }
-        if m.rnr_left == 0 {
+        // Out of retries, or out of room to park its refused packets (they
+        // could not close their PSNs, and would hold their paths' windows
+        // for every stream): the message fails.
+        if m.rnr_left == 0 || parked == Park::Full {
             m.cancelled = true;
             self.fail_message(stream, msn, NakCode::ReceiverNotReady)?;
             self.sweep_parked();
@@ -223,20 +246,13 @@ impl<const P: usize> Connection<P> {
     /// still land) and it is not acknowledged: its PSN is sent again void,
     /// and its bytes wait in the table.
     fn park(&mut self, i: usize, path: u16, psn: u32, sent_us: u32) -> Park {
-        let Some((gen, stream)) = self.msgs.get(i).map(|m| (m.gen, m.msg.stream)) else {
+        let Some((gen, stream, payload)) = self
+            .msgs
+            .get(i)
+            .map(|m| (m.gen, m.msg.stream, u32::from(m.payload.max(1))))
+        else {
             return Park::Stale;
         };
-        let n = usize::from(self.n_parked);
-        let mine = self
-            .parked
-            .iter()
-            .take(n)
-            .filter(|e| {
-                self.msgs
-                    .get(usize::from(e.msg))
-                    .is_some_and(|m| m.msg.stream == stream)
-            })
-            .count();
         let Some(p) = self.tx.get_mut(usize::from(path)) else {
             return Park::Stale;
         };
@@ -258,17 +274,47 @@ impl<const P: usize> Connection<P> {
         {
             return Park::Stale;
         }
-        let Some(entry) = self.parked.get_mut(n).filter(|_| mine < PARKED_PER_STREAM) else {
-            return Park::Full;
-        };
-        *entry = Parked {
-            msg: slot.msg,
-            gen,
-            offset: slot.offset,
-            len: slot.len,
-            last: slot.last,
-        };
-        self.n_parked += 1;
+        let offset = slot.offset;
+        // A run of the message it extends at either end, or a new run.
+        let n = usize::from(self.n_parked);
+        let msgs = &self.msgs;
+        let mut runs_of_stream = 0;
+        let mut joined = None;
+        for (k, e) in self.parked.iter_mut().take(n).enumerate() {
+            if msgs
+                .get(usize::from(e.msg))
+                .is_some_and(|m| m.msg.stream == stream)
+            {
+                runs_of_stream += 1;
+            }
+            if joined.is_some() || usize::from(e.msg) != i || e.gen != gen {
+                continue;
+            }
+            if run_end(e, payload) == Some(offset) {
+                e.count += 1;
+                joined = Some(k);
+            } else if offset.checked_add(payload) == Some(e.offset) {
+                e.offset = offset;
+                e.count += 1;
+                joined = Some(k);
+            }
+        }
+        if joined.is_none() {
+            let Some(e) = self
+                .parked
+                .get_mut(n)
+                .filter(|_| runs_of_stream < PARKED_PER_STREAM)
+            else {
+                return Park::Full;
+            };
+            *e = Parked {
+                msg: i as u16,
+                gen,
+                offset,
+                count: 1,
+            };
+            self.n_parked += 1;
+        }
         slot.void = true;
         slot.by_order = false;
         p.relocate.clear(idx);
@@ -276,7 +322,40 @@ impl<const P: usize> Connection<P> {
         if let Some(m) = self.msgs.get_mut(i) {
             m.voids = m.voids.saturating_add(1);
         }
+        if let Some(k) = joined {
+            // It may have closed the gap to another run of the message
+            // (NAKs of one round arrive in any order): one run again.
+            self.merge_runs(k, payload);
+        }
         Park::Parked
+    }
+
+    /// Merges into run `k` the run of the same message that starts where
+    /// it ends or ends where it starts, if there is one.
+    fn merge_runs(&mut self, k: usize, payload: u32) {
+        let Some(r) = self.parked.get(k).copied() else {
+            return;
+        };
+        let n = usize::from(self.n_parked);
+        let other = self.parked.iter().take(n).enumerate().position(|(j, e)| {
+            j != k
+                && e.msg == r.msg
+                && e.gen == r.gen
+                && (run_end(&r, payload) == Some(e.offset) || run_end(e, payload) == Some(r.offset))
+        });
+        let Some(j) = other else {
+            return;
+        };
+        let Some(e) = self.parked.get(j).copied() else {
+            return;
+        };
+        if let Some(m) = self.parked.get_mut(k) {
+            m.offset = m.offset.min(e.offset);
+            m.count = m.count.saturating_add(e.count);
+        }
+        // `unpark` moves the last run into `j` (if that was `k`, the merged
+        // run moves with it).
+        self.unpark(j);
     }
 
     /// Takes parked entry `k` out of the table.
@@ -311,7 +390,7 @@ impl<const P: usize> Connection<P> {
                 continue;
             }
             if mine {
-                m.acked += 1;
+                m.acked = m.acked.saturating_add(e.count);
                 if m.settled() && m.sent_packets == m.packets {
                     m.state = MsgState::Done;
                 }
@@ -340,28 +419,43 @@ impl<const P: usize> Connection<P> {
         self.conn_has_room() && self.ready_parked().is_some()
     }
 
-    /// Sends a parked packet whose message no longer waits, as a new packet
-    /// (not paced: as a resend, it is data the receiver's share already
-    /// counted once).
+    /// Sends the first packet of a parked run whose message no longer
+    /// waits, as a new packet (not paced: as a resend, it is data the
+    /// receiver's share already counted once).
     pub(super) fn send_parked(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        self.sweep_parked();
         let k = self.ready_parked()?;
         if !self.conn_has_room() {
             return None;
         }
         let path = self.pick(None)?;
         let e = *self.parked.get(k)?;
+        let (msg_len, payload, has_payload) = self
+            .msgs
+            .get(usize::from(e.msg))
+            .map(|m| (m.msg.len, u32::from(m.payload), m.msg.opcode.has_payload()))?;
+        let len = if has_payload {
+            msg_len.saturating_sub(e.offset).min(payload) as u16
+        } else {
+            0
+        };
         let slot = TxSlot {
             state: SlotState::Live,
             msg: e.msg,
             gen: e.gen,
             offset: e.offset,
-            len: e.len,
-            last: e.last,
+            len,
+            last: e.offset.saturating_add(u32::from(len)) >= msg_len,
             ..TxSlot::default()
         };
         let psn = self.place(path, slot, now)?;
-        self.unpark(k);
+        if e.count > 1 {
+            if let Some(r) = self.parked.get_mut(k) {
+                r.offset = r.offset.saturating_add(payload);
+                r.count -= 1;
+            }
+        } else {
+            self.unpark(k);
+        }
         self.stats.retransmits += 1;
         let extra = flags::RETRANSMIT | flags::ACK_REQ;
         self.encode_slot(path, psn, &slot, extra, now, buf)

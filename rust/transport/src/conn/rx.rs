@@ -94,6 +94,11 @@ impl<const P: usize> Connection<P> {
         // A relocated copy names its first path and PSN: check them before
         // anything is recorded, so that a malformed one burns no PSN.
         if let Some(o) = hdr.origin {
+            // A copy moves to another path, never its own (one claiming so
+            // would have its two PSNs share one window's undo).
+            if usize::from(o.path) == path {
+                return Err(RecvError::Path(o.path));
+            }
             let orig = self
                 .rx
                 .get(usize::from(o.path))
@@ -116,9 +121,7 @@ impl<const P: usize> Connection<P> {
             .is_some_and(|r| refused(&r.seq, hdr.common.psn))
             || origin_before.is_some_and(|(_, psn, seq)| refused(&seq, psn));
         if refused_before && hdr.common.flags & flags::VOID == 0 {
-            let c = hdr.common;
-            self.rnr_nak(c.path, c.psn, c.timestamp, hdr.stream, hdr.msn);
-            return Ok(Received::Refused);
+            return Ok(Received::Refused(hdr));
         }
         let rx = self.rx.get_mut(path).ok_or(RecvError::Path(path as u16))?;
         let before_seq = rx.seq;

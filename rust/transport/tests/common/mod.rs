@@ -125,9 +125,9 @@ pub struct Host {
     pub delivered: BTreeMap<u32, Vec<u32>>,
     pub errors: Vec<String>,
     pub reject_stream: Option<u32>,
-    /// Refuses the packets of this stream's Sends and Writes with
-    /// Immediate for want of a receive until this time (ns), with this
-    /// RNR timer code.
+    /// Refuses the packets of this stream's (`u32::MAX`: every stream but
+    /// 0) Sends and Writes with Immediate for want of a receive until this
+    /// time (ns), with this RNR timer code.
     pub not_ready: Option<(u32, u64, u8)>,
     /// Packets refused so.
     pub rnr_refusals: u64,
@@ -186,7 +186,8 @@ impl Host {
                     return;
                 }
                 if let Some((s, until, timer)) = self.not_ready {
-                    if s == h.stream && now < until && h.opcode.consumes_receive() {
+                    let refused = s == h.stream || (s == u32::MAX && h.stream != 0);
+                    if refused && now < until && h.opcode.consumes_receive() {
                         self.rnr_refusals += 1;
                         self.conn.not_ready(
                             h.common.path,
@@ -241,6 +242,13 @@ impl Host {
                     self.delivered.entry(h.stream).or_default().push(msn);
                     self.conn.set_progress(h.stream, msn.wrapping_add(1));
                 }
+            }
+            Ok(Received::Refused(h)) => {
+                self.rnr_refusals += 1;
+                let timer = self.not_ready.map_or(1, |n| n.2);
+                let c = h.common;
+                self.conn
+                    .rnr_nak(c.path, c.psn, c.timestamp, h.stream, h.msn, timer);
             }
             Ok(Received::Void) => self.voids += 1,
             Ok(_) => {}
