@@ -446,12 +446,12 @@ impl Peer {
         }
         if let Ok(Received::Refused(h)) = r {
             // A copy of a packet refused for want of a receive, come again:
-            // refused again, with its QP's timer (0 for a QP gone: the
-            // sender's QP fails or is cancelled anyway).
+            // refused again, with its QP's timer (for a QP gone, the
+            // shortest, 10 us: its new copy then meets "no queue pair").
             let timer = ps
                 .by_qpn
                 .get(&(h.stream >> 1))
-                .map_or(0, |qp| qp.st.lock().min_rnr_timer);
+                .map_or(1, |qp| qp.st.lock().min_rnr_timer);
             let c = h.common;
             ps.conn
                 .rnr_nak(c.path, c.psn, c.timestamp, h.stream, h.msn, timer);

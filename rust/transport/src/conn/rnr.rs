@@ -27,7 +27,7 @@ use super::{Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS}
 pub const RNR_FOREVER: u8 = 7;
 
 /// Runs of refused packets a connection parks at once.
-pub const PARKED: usize = 256;
+pub const PARKED: usize = 1024;
 
 /// verbs' `min_rnr_timer` codes, in microseconds (the IBA table: code 0 is
 /// the longest, 655.36 ms; 1 to 31 grow from 0.01 ms to 491.52 ms).
@@ -196,12 +196,12 @@ impl<const P: usize> Connection<P> {
             self.sweep_parked();
             return Ok(());
         }
-        if m.rnr_until != 0 {
+        // Out of room to park a refused packet (it could not close its PSN,
+        // which would hold its path's window for every stream), even in a
+        // round already counted, or out of retries: the message fails.
+        if parked != Park::Full && m.rnr_until != 0 {
             return Ok(());
         }
-        // Out of retries, or out of room to park its refused packets (they
-        // could not close their PSNs, and would hold their paths' windows
-        // for every stream): the message fails.
         if m.rnr_left == 0 || parked == Park::Full {
             m.cancelled = true;
             self.fail_message(stream, msn, NakCode::ReceiverNotReady)?;
@@ -305,6 +305,10 @@ impl<const P: usize> Connection<P> {
                 .get_mut(n)
                 .filter(|_| runs_of_stream < PARKED_PER_STREAM)
             else {
+                // Its message fails: the packet goes out void now.
+                slot.by_order = false;
+                p.relocate.clear(idx);
+                p.resend.set(idx);
                 return Park::Full;
             };
             *e = Parked {
