@@ -155,26 +155,37 @@ impl<const P: usize> Connection<P> {
         // A message's packets after the first refused one are refused too:
         // the message counts once.
         if self.rejected != Some((stream, msn, code)) {
-            let i = usize::from(code as u8).wrapping_sub(1);
-            if let Some(r) = self.stats.refused.get_mut(i) {
-                *r += 1;
-            }
+            self.count_refusal(code);
         }
         self.rejected = Some((stream, msn, code));
         self.queue_nak(NakHeader {
-            common: Common {
-                ptype: PacketType::Nak,
-                flags: 0,
-                path,
-                conn: self.cfg.remote_id,
-                psn: 0,
-                timestamp: 0,
-            },
+            common: self.nak_common(path, 0, 0),
             code,
             rnr_timer: 0,
             stream,
             msn,
         })
+    }
+
+    /// Counts a refusal of ours with `code` (`stats.refused`).
+    pub(super) fn count_refusal(&mut self, code: NakCode) {
+        let i = usize::from(code as u8).wrapping_sub(1);
+        if let Some(r) = self.stats.refused.get_mut(i) {
+            *r += 1;
+        }
+    }
+
+    /// The common header of a NAK to the peer on `path`, naming PSN `psn`
+    /// and echoing `timestamp` (0, 0: a message's refusal, no packet's).
+    pub(super) fn nak_common(&self, path: u16, psn: u32, timestamp: u32) -> Common {
+        Common {
+            ptype: PacketType::Nak,
+            flags: 0,
+            path,
+            conn: self.cfg.remote_id,
+            psn,
+            timestamp,
+        }
     }
 
     /// Queues `nak` to go out before further acknowledgements; false if the

@@ -20,7 +20,7 @@
 //! instead (its packets then go void, closing their PSNs).
 
 use super::super::path::{RecvPath, WINDOW};
-use super::super::wire::{flags, Common, NakCode, NakHeader, PacketType};
+use super::super::wire::{flags, NakCode, NakHeader};
 use super::{Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS};
 
 /// `rnr_retry` that never runs out, as verbs defines it.
@@ -152,18 +152,9 @@ impl<const P: usize> Connection<P> {
         rnr_timer: u8,
     ) -> bool {
         let code = NakCode::ReceiverNotReady;
-        if let Some(r) = self.stats.refused.get_mut(usize::from(code as u8) - 1) {
-            *r += 1;
-        }
+        self.count_refusal(code);
         self.queue_nak(NakHeader {
-            common: Common {
-                ptype: PacketType::Nak,
-                flags: 0,
-                path,
-                conn: self.cfg.remote_id,
-                psn,
-                timestamp: sent_us,
-            },
+            common: self.nak_common(path, psn, sent_us),
             code,
             rnr_timer: rnr_timer & 31,
             stream,
