@@ -529,6 +529,12 @@ pub struct Connection<const P: usize> {
     next_send: u64,
     /// Whether new data waits for the pacer (then it is a timer).
     paced: bool,
+    /// Whether the peer acknowledged anything yet. Until it has, at most one
+    /// path's initial window is in flight over the whole connection (the
+    /// first flight): the ACK that ends it brings the receiver's rate hint,
+    /// and a connection that joins a busy receiver does not queue a window
+    /// of every path ahead of the senders already paced there.
+    answered: bool,
     progress: (u32, u32),
     /// The message our receiver rejected last: every ACK carries it.
     rejected: Option<(u32, u32, NakCode)>,
@@ -610,6 +616,7 @@ impl<const P: usize> Connection<P> {
         pace_kbps: 0,
         next_send: 0,
         paced: false,
+        answered: false,
         progress: (0, 0),
         rejected: None,
         undo: None,
@@ -633,7 +640,9 @@ impl<const P: usize> Connection<P> {
             max_payload: cfg.max_payload.max(1),
             ..cfg
         };
-        let initial = cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW);
+        self.cfg = cfg;
+        let initial = self.initial_window();
+        let cfg = self.cfg;
         self.reorder = cfg.reorder_window;
         self.reorder_quiet = 0;
         for (i, t) in self.tx.iter_mut().enumerate() {
@@ -650,7 +659,13 @@ impl<const P: usize> Connection<P> {
             m => m.min(WINDOW * paths),
         };
         self.cc = Aimd::new(initial * paths, max);
-        self.cfg = cfg;
+        self.answered = false;
+    }
+
+    /// A path's initial window in packets (the configured one, within what
+    /// a path can hold); the first flight of the connection is one of these.
+    fn initial_window(&self) -> u32 {
+        self.cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW)
     }
 
     /// Paths in use (never more than `P`).

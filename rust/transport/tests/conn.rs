@@ -678,19 +678,69 @@ proptest! {
 /// Moves everything one side may send now to the other side; returns the
 /// decoded ACKs' rate hints.
 fn exchange(p: &mut Pair, from: usize, now: u64) -> Vec<u32> {
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     let mut hints = vec![];
+    deliver(p, from, now, |b| {
+        if let Ok(Packet::Ack(a)) = wire::decode(b) {
+            hints.push(a.rate_hint_kbps);
+        }
+    });
+    hints
+}
+
+/// Hands everything `from` sends at `now` to the other host, after `seen`.
+fn deliver(p: &mut Pair, from: usize, now: u64, mut seen: impl FnMut(&[u8])) {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     while let Some(t) = p.hosts[from].conn.poll_transmit(now, &mut hdr) {
         let mut b = hdr[..t.len].to_vec();
         if let Some(seg) = t.payload {
             b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
         }
-        if let Ok(Packet::Ack(a)) = wire::decode(&b) {
-            hints.push(a.rate_hint_kbps);
-        }
+        seen(&b);
         p.hosts[1 - from].receive(now, &b, t.sport, false);
     }
-    hints
+}
+
+/// The data packets `from` sends at `now`: their flags.
+fn data_flags(p: &mut Pair, from: usize, now: u64) -> Vec<u8> {
+    let mut out = vec![];
+    deliver(p, from, now, |b| {
+        if let Ok(Packet::Data(d, _)) = wire::decode(b) {
+            out.push(d.common.flags);
+        }
+    });
+    out
+}
+
+/// Before the peer has answered, a connection of 16 paths sends one path's
+/// initial window (not one on every path) and asks for an ACK with its last
+/// packet; the answer opens the connection's window to its paths' windows.
+#[test]
+fn the_first_flight_is_one_paths_window_until_the_peer_answers() {
+    let msgs = workload(4, 1, &[1024 * 1024]);
+    let mut p = Pair::new(16, 1024, Channel::default(), 1);
+    for m in &msgs {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    let first = data_flags(&mut p, 0, 0);
+    assert_eq!(first.len(), 16, "the first flight");
+    let asks = |f: &[u8]| {
+        f.iter()
+            .map(|x| x & wire::flags::ACK_REQ != 0)
+            .collect::<Vec<_>>()
+    };
+    let mut want = vec![false; 15];
+    want.push(true);
+    assert_eq!(asks(&first), want);
+    // Nothing more until the peer answers, however late.
+    assert!(data_flags(&mut p, 0, SECOND).is_empty());
+    exchange(&mut p, 1, SECOND + 1_000);
+    assert_eq!(p.hosts[0].conn.outstanding(), 0);
+    let second = data_flags(&mut p, 0, SECOND + 2_000);
+    assert!(
+        second.len() >= 4 * 16,
+        "{} packets once answered",
+        second.len()
+    );
 }
 
 /// When [`paced_at`] sent its packet.

@@ -78,6 +78,12 @@ struct Net {
     wire: BinaryHeap<OnWire>,
     seq: u64,
     active_ns: u64,
+    /// A host whose incoming link is a FIFO at this many bit/s.
+    bottleneck: Option<(u32, u64)>,
+    /// When that link is done with what it was given.
+    busy_until: u64,
+    /// The longest wait in its queue since last cleared, ns.
+    max_queue_ns: u64,
 }
 
 impl Net {
@@ -102,6 +108,9 @@ impl Net {
             wire: BinaryHeap::new(),
             seq: 0,
             active_ns: 200 * US,
+            bottleneck: None,
+            busy_until: 0,
+            max_queue_ns: 0,
         }
     }
 
@@ -152,14 +161,15 @@ impl Net {
             return;
         }
         self.seq += 1;
-        self.wire.push(Reverse((
-            self.now + self.delay,
-            self.seq,
-            from,
-            to,
-            sport,
-            bytes,
-        )));
+        let mut at = self.now;
+        if let Some(bps) = self.bottleneck.filter(|b| b.0 == to).map(|b| b.1) {
+            let start = self.busy_until.max(at);
+            self.max_queue_ns = self.max_queue_ns.max(start - at);
+            self.busy_until = start + bytes.len() as u64 * 8 * 1_000_000_000 / bps;
+            at = self.busy_until;
+        }
+        self.wire
+            .push(Reverse((at + self.delay, self.seq, from, to, sport, bytes)));
     }
 
     /// The driver's pump, in the session's order.
@@ -469,6 +479,42 @@ fn the_receivers_capacity_is_shared_among_senders_as_they_come_and_go() {
     net.run(60 * MS);
     assert_eq!(net.hosts[0].senders, 0);
     assert_eq!(net.hosts[0].peak_senders, 4);
+}
+
+/// Senders join a receiver whose link is the bottleneck and whose capacity
+/// is shared among them. Until its first ACK brings its share, a newcomer has
+/// one path's initial window in flight, not one on every path: the queue it
+/// builds ahead of the senders already paced there is that first flight,
+/// and what they add while it drains (a third of the link is free). With a
+/// window on every path, the first sender alone queued 294 ms, six flights.
+#[test]
+fn a_sender_joining_a_busy_receiver_queues_only_its_first_flight() {
+    const LINK_BPS: u64 = 3_000_000;
+    let mut net = Net::new(5, 2_000, 6);
+    net.bottleneck = Some((0, LINK_BPS));
+    // The first flight: 16 packets of 1,024 bytes and a transport header.
+    let packet = u64::from(1024 + TRANSPORT_HEADER_MAX);
+    let flight_ns = 16 * packet * 8 * 1_000_000_000 / LINK_BPS;
+    let mut t = 0;
+    for s in 1..=4 {
+        net.max_queue_ns = 0;
+        net.send(s, 0, u32::MAX);
+        t += 300 * MS;
+        net.run(t);
+        let q = net.max_queue_ns;
+        assert!(
+            q <= flight_ns * 2,
+            "sender {s} joined: a queue of {} ms, its first flight is {} ms",
+            q / MS,
+            flight_ns / MS
+        );
+        assert_eq!(net.hosts[0].senders, s);
+    }
+    net.run(t + 500 * MS);
+    for s in 1..=4 {
+        assert_eq!(net.pace(s, 0), fair_share(2_000, 4), "sender {s}");
+        assert!(net.hosts[0].links[&s].delivered > 10, "sender {s}");
+    }
 }
 
 proptest! {

@@ -212,6 +212,7 @@ impl<const P: usize> Connection<P> {
             Err(AckError::Stale) => return Ok(()),
             Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
         };
+        self.answered = true;
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
         // Only an ACK that acknowledges something new is a sample: a copy
         // of an old one (anyone who saw it can send it again) would be a

@@ -109,10 +109,7 @@ impl<const P: usize> Connection<P> {
     /// Moves path `i` to a new source port and hands its unacknowledged
     /// packets to the other paths.
     fn fail_path(&mut self, i: usize, now: u64) {
-        let initial = self
-            .cfg
-            .initial_window
-            .clamp(super::super::cc::MIN_WINDOW, WINDOW);
+        let initial = self.initial_window();
         let seed = self.cfg.port_seed;
         let alone = self.cfg.paths == 1;
         // After a new route failed too, take a route another path proved

@@ -227,7 +227,17 @@ impl<const P: usize> Connection<P> {
             .take(self.n_paths())
             .filter(|p| p.expiries > 0)
             .fold(0u32, |a, p| a.saturating_add(p.outstanding));
-        self.outstanding.saturating_sub(stuck) < self.cc.window()
+        self.outstanding.saturating_sub(stuck) < self.window_now()
+    }
+
+    /// The connection's window: the AIMD window, or the first flight's (one
+    /// path's initial window) until the peer has answered.
+    fn window_now(&self) -> u32 {
+        if self.answered {
+            self.cc.window()
+        } else {
+            self.cc.window().min(self.initial_window())
+        }
     }
 
     /// Puts `slot` on a path as a new PSN and accounts for it.
@@ -352,8 +362,10 @@ impl<const P: usize> Connection<P> {
         // is full, so the sender never waits on a delayed acknowledgement.
         // (Not when only the connection's window is full: the paths' ACKs
         // arrive every `ack_every` packets anyway, and asking on every send
-        // that fills the window made an ACK of every other packet.)
-        let more = self.cursor.is_some() && self.free(path) > 0 && !held;
+        // that fills the window made an ACK of every other packet.) The
+        // first flight's last packet asks too: no ACK clock runs yet.
+        let first_done = !self.answered && self.outstanding >= self.initial_window();
+        let more = self.cursor.is_some() && self.free(path) > 0 && !held && !first_done;
         let extra = if more { 0 } else { flags::ACK_REQ };
         self.encode_slot(path, psn, &slot, extra, now, buf)
     }
