@@ -3,6 +3,7 @@
 //! The MetaRoCE driver: link type, devices and their reaction to net device
 //! events. Safe Rust only; everything unsafe is in `abstractions/`.
 
+mod addr_kunit;
 mod counters;
 mod cq;
 pub(crate) mod device;
