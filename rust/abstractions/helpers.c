@@ -73,6 +73,16 @@ void mr_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 	spin_unlock_irqrestore(lock, flags);
 }
 
+void mr_rcu_read_lock_bh(void)
+{
+	rcu_read_lock_bh();
+}
+
+void mr_rcu_read_unlock_bh(void)
+{
+	rcu_read_unlock_bh();
+}
+
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, src, len);

@@ -42,6 +42,8 @@ int mr_spin_trylock_bh(spinlock_t *lock);
 unsigned long mr_spin_lock_irqsave(spinlock_t *lock);
 int mr_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
 void mr_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+void mr_rcu_read_lock_bh(void);
+void mr_rcu_read_unlock_bh(void);
 
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len);
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem);

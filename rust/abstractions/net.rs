@@ -6,10 +6,14 @@
 //!
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h)
 
-use super::sync::SpinLockBh;
+use super::sync::{RcuBh, SpinLockBh};
 use super::{bindings, netdev::NetDevice, types::IpAddr};
 use crate::transport::wire;
-use core::marker::PhantomData;
+use core::{
+    marker::PhantomData,
+    ptr::null_mut,
+    sync::atomic::{AtomicPtr, Ordering},
+};
 use kernel::{alloc::KVec, error::to_result, ffi::c_int, prelude::*, sync::Arc};
 
 /// A datagram that arrived on the tunnel port.
@@ -49,21 +53,36 @@ pub(crate) trait UdpHandler: Send + Sync + 'static {
 /// callback runs in softirq.
 /// It is opened by the first device of the namespace and closed when the
 /// namespace goes away (or the module does), like soft-RoCE's.
+///
+/// Transmission takes no lock of the port: a sender loads a socket pointer
+/// inside an RCU read-side critical section ([`RcuBh`]) and uses it until
+/// the section ends; the lock guards the list of devices alone.
+///
+/// # Invariants
+///
+/// `sk` and `sk6` are each null or a socket `NetPorts::open` created for
+/// this port. Each is set at most once, by `open` (under RTNL, before the
+/// port is published in its namespace's slot), and afterwards only cleared,
+/// by `close`, never replaced. Whoever clears a pointer owns its socket, and
+/// releases it only after an RCU grace period (`synchronize_rcu`) that began
+/// after the clearing (`NetPorts::pre_exit`). So a non-null pointer loaded
+/// inside an RCU read-side critical section stays a live, open socket, of a
+/// live namespace, until that section ends.
 pub(crate) struct NetPort<H: UdpHandler> {
-    inner: Pin<KBox<SpinLockBh<PortInner<H>>>>,
-}
-
-struct PortInner<H> {
     /// The IPv4 socket; null once the namespace is going away.
-    sk: *mut bindings::sock,
+    sk: AtomicPtr<bindings::sock>,
     /// The IPv6 socket (IPv6 only); null in a kernel or namespace without
     /// IPv6, and once the namespace is going away.
-    sk6: *mut bindings::sock,
-    devs: KVec<Arc<H>>,
+    sk6: AtomicPtr<bindings::sock>,
+    /// The devices of the namespace, which `dispatch` asks in turn.
+    devs: Pin<KBox<SpinLockBh<KVec<Arc<H>>>>>,
 }
 
-// SAFETY: The socket pointers are only used under the lock, while set.
-unsafe impl<H: Send + Sync> Send for PortInner<H> {}
+/// One of a port's sockets, loaded inside the RCU read-side critical
+/// section `'a`: open until the section ends (`NetPort`'s invariant), and
+/// usable only while it lasts (the borrow of the section's guard).
+#[derive(Clone, Copy)]
+struct OpenSock<'a>(*mut bindings::sock, PhantomData<&'a RcuBh>);
 
 /// The IP TOS byte of every MetaRoCE datagram: ECN-capable transport
 /// (ECT(0)), so that a congested queue marks it (CE) instead of dropping it;
@@ -110,12 +129,16 @@ impl Route {
         }) as usize
     }
 
-    /// Sends `skb` (the UDP payload) on `sk`, the socket of the route's
-    /// family, open under the port's lock; the route goes with it.
-    fn xmit(self, sk: *mut bindings::sock, skb: *mut bindings::sk_buff, sport: u16, dport: u16) {
+    /// Sends `skb` (the UDP payload) on `sk`, the socket the route was
+    /// looked up for (of its family); the route goes with it. Inside `sk`'s
+    /// section, whose bottom halves are disabled as the IP tunnel output
+    /// expects (it counts its nesting in a per-CPU variable).
+    fn xmit(self, sk: OpenSock<'_>, skb: *mut bindings::sk_buff, sport: u16, dport: u16) {
         let this = core::mem::ManuallyDrop::new(self);
+        let sk = sk.0;
         // SAFETY: The route is held and its reference passes to the call
-        // with the skb (ours); `sk` is open, as the caller guarantees.
+        // with the skb (ours); `sk` is open until its RCU section ends
+        // (`OpenSock`), after this call returns.
         unsafe {
             match &*this {
                 Route::V4 { rt, saddr, daddr } => bindings::udp_tunnel_xmit_skb(
@@ -161,32 +184,46 @@ impl Drop for Route {
 }
 
 impl<H: UdpHandler> NetPort<H> {
-    /// Stops sending and receiving: the namespace is going away.
-    // Raw pointers are `Default` (so `mem::take` would do) only from Rust 1.88 on.
-    #[allow(clippy::mem_replace_with_default)]
+    /// Stops sending and receiving: the namespace is going away. Returns
+    /// the sockets (null: none), now the caller's: no new sender can load
+    /// them, but one already inside an RCU read-side critical section may
+    /// still use them until a grace period has passed.
     fn close(&self) -> [*mut bindings::sock; 2] {
-        let mut i = self.inner.lock();
-        i.devs.clear();
+        self.devs.lock().clear();
+        // INVARIANT: Cleared, not replaced; the caller, which owns the
+        // sockets from here on, waits for a grace period before releasing
+        // them (`NetPorts::pre_exit`).
         [
-            core::mem::replace(&mut i.sk, core::ptr::null_mut()),
-            core::mem::replace(&mut i.sk6, core::ptr::null_mut()),
+            self.sk.swap(null_mut(), Ordering::AcqRel),
+            self.sk6.swap(null_mut(), Ordering::AcqRel),
         ]
+    }
+
+    /// The IPv6 socket (`v6`) or the IPv4 one, if the port has it, for use
+    /// inside the RCU read-side critical section of `_rcu`.
+    fn sock<'a>(&self, v6: bool, _rcu: &'a RcuBh) -> Option<OpenSock<'a>> {
+        // Acquire: pairs with `open`'s release, so the socket is seen set up.
+        let sk = if v6 { &self.sk6 } else { &self.sk }.load(Ordering::Acquire);
+        // Loaded inside the section: open until it ends (type invariant).
+        (!sk.is_null()).then_some(OpenSock(sk, PhantomData))
     }
 
     /// Removes a device from the port (it stays open for the namespace).
     pub(crate) fn detach(&self, dev: &Arc<H>) {
-        let mut i = self.inner.lock();
-        i.devs.retain(|d| !Arc::ptr_eq(d, dev));
+        self.devs.lock().retain(|d| !Arc::ptr_eq(d, dev));
     }
 
     /// Sends a UDP datagram from `sport` to the MetaRoCE port of `daddr`:
     /// `header`
     /// followed by `payload_len` bytes written by `fill`. `oif` is the index
     /// of the net device a link-local IPv6 destination or a multicast group
-    /// is reached through (its scope); other destinations are routed. Runs in any context
-    /// (atomic allocation). The port's lock is held for the route lookup and
-    /// for the transmission, not while `fill` runs: the caller's locks may
-    /// be taken there, and the port's lock is the last taken of all.
+    /// is reached through (its scope); other destinations are routed. Runs in
+    /// process or softirq context, not with interrupts disabled (atomic
+    /// allocation). No lock of the port is taken: the whole of it (route
+    /// lookup, `fill`, transmission) is one RCU read-side critical section
+    /// with bottom halves disabled, in which the socket loaded at its start
+    /// stays open (see [`NetPort`]); so `fill` must not sleep (it may take
+    /// the caller's spinlocks).
     pub(crate) fn send(
         &self,
         daddr: IpAddr,
@@ -199,9 +236,24 @@ impl<H: UdpHandler> NetPort<H> {
         let dport = crate::transport::framing::UDP_PORT;
         // Only these are scoped to the device's link; the rest is routed.
         let oif = (daddr.is_link_local() || daddr.is_multicast()).then_some(oif);
-        let route = match daddr.v4() {
-            Some(v4) => self.route4(v4, oif, sport, dport)?,
-            None => self.route6(&daddr, oif, sport, dport)?,
+        let rcu = RcuBh::new();
+        // The socket is loaded once: the route is looked up for it and the
+        // datagram sent on it.
+        let (sk, route) = match daddr.v4() {
+            Some(v4) => {
+                let sk = self.sock(false, &rcu).ok_or(TxError::Closed)?;
+                (sk, Self::route4(sk, v4, oif, sport, dport)?)
+            }
+            None => {
+                let Some(sk) = self.sock(true, &rcu) else {
+                    // No IPv6 socket: closed, or a namespace without IPv6.
+                    return Err(match self.sock(false, &rcu) {
+                        None => TxError::Closed,
+                        Some(_) => TxError::NoRoute,
+                    });
+                };
+                (sk, Self::route6(sk, &daddr, oif, sport, dport)?)
+            }
         };
         let total = header.len() + payload_len;
         // IP and UDP headers: 40 + 8 at most.
@@ -223,49 +275,34 @@ impl<H: UdpHandler> NetPort<H> {
             unsafe { bindings::mr_kfree_skb(skb) };
             return Err(TxError::Fill);
         }
-        let i = self.inner.lock();
-        let sk = match route {
-            Route::V4 { .. } => i.sk,
-            Route::V6 { .. } => i.sk6,
-        };
-        if sk.is_null() {
-            // Closed while the payload was written (the namespace is going
-            // away): the socket is no longer ours to send on.
-            // SAFETY: Ours.
-            unsafe { bindings::mr_kfree_skb(skb) };
-            return Err(TxError::Closed);
-        }
-        // The socket is open (set, under the lock we hold: it is only ever
-        // cleared, never replaced, so it is the one the route was looked up
-        // for).
+        // Still open, even if the port was closed since: `rcu` lasts until
+        // the datagram is handed on.
         route.xmit(sk, skb, sport, dport);
+        drop(rcu);
         Ok(())
     }
 
-    /// The IPv4 route to `daddr` for a datagram between the two ports,
-    /// through net device `oif` if given.
+    /// The IPv4 route to `daddr` for a datagram between the two ports, from
+    /// the namespace of `sk` (the IPv4 socket), through net device `oif` if
+    /// given.
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
     fn route4(
-        &self,
+        sk: OpenSock<'_>,
         daddr: [u8; 4],
         oif: Option<i32>,
         sport: u16,
         dport: u16,
     ) -> Result<Route, TxError> {
-        let i = self.inner.lock();
-        if i.sk.is_null() {
-            return Err(TxError::Closed);
-        }
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
         if let Some(oif) = oif {
             fl.__fl_common.flowic_oif = oif;
         }
-        // SAFETY: `sk` is open (set under the lock) and so is its namespace;
-        // `fl` is valid for the call.
-        let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(i.sk), &mut fl) };
+        // SAFETY: `sk` is open (`OpenSock`) and so is its namespace; `fl` is
+        // valid for the call.
+        let rt = unsafe { bindings::mr_ip_route_output_key(bindings::mr_sock_net(sk.0), &mut fl) };
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(rt.cast()) } {
             return Err(TxError::NoRoute);
@@ -277,37 +314,28 @@ impl<H: UdpHandler> NetPort<H> {
         })
     }
 
-    /// The IPv6 route to `daddr` for a datagram between the two ports,
-    /// through net device `oif` if given, with the source address the stack
-    /// chose.
+    /// The IPv6 route to `daddr` for a datagram between the two ports, from
+    /// `sk` (the IPv6 socket), through net device `oif` if given, with the
+    /// source address the stack chose.
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
     fn route6(
-        &self,
+        sk: OpenSock<'_>,
         daddr: &IpAddr,
         oif: Option<i32>,
         sport: u16,
         dport: u16,
     ) -> Result<Route, TxError> {
-        let i = self.inner.lock();
-        if i.sk6.is_null() {
-            return Err(if i.sk.is_null() {
-                TxError::Closed
-            } else {
-                TxError::NoRoute
-            });
-        }
         let mut fl = bindings::flowi6::default();
         fl.daddr.in6_u.u6_addr8 = daddr.0;
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
         if let Some(oif) = oif {
             fl.__fl_common.flowic_oif = oif;
         }
-        // SAFETY: `sk6` is open (set under the lock) and so is its
-        // namespace; `fl` is valid for the call.
-        let dst = unsafe {
-            bindings::mr_ip6_dst_lookup_flow(bindings::mr_sock_net(i.sk6), i.sk6, &mut fl)
-        };
+        // SAFETY: `sk` is open (`OpenSock`) and so is its namespace; `fl` is
+        // valid for the call.
+        let dst =
+            unsafe { bindings::mr_ip6_dst_lookup_flow(bindings::mr_sock_net(sk.0), sk.0, &mut fl) };
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(dst.cast()) } {
             return Err(TxError::NoRoute);
@@ -410,7 +438,7 @@ impl<H: UdpHandler> NetPort<H> {
     fn dispatch(&self, pkt: &RxPacket<'_>) {
         let mut k = 0;
         let dev = loop {
-            let d = self.inner.lock().devs.get(k).cloned();
+            let d = self.devs.lock().get(k).cloned();
             match d {
                 Some(d) if d.owns(pkt) => break Some(d),
                 Some(_) => k += 1,
@@ -431,7 +459,8 @@ impl<H: UdpHandler> NetPort<H> {
 ///
 /// While registered, the slot of each namespace is null or
 /// `Arc::into_raw` of its port, whose sockets' `sk_user_data` is the same
-/// pointer; the slot and the sockets are changed under RTNL.
+/// pointer; the slot and the port's socket pointers are changed under RTNL
+/// (a socket taken from its port by `close` is released without it).
 pub(crate) struct NetPorts<H: UdpHandler> {
     _p: PhantomData<H>,
 }
@@ -493,7 +522,7 @@ impl<H: UdpHandler> NetPorts<H> {
             let port = unsafe { Arc::from_raw(raw) };
             let ours = port.clone();
             core::mem::forget(port);
-            ours.inner.lock().devs.push(dev, GFP_ATOMIC)?;
+            ours.devs.lock().push(dev, GFP_ATOMIC)?;
             Ok(ours)
         })();
         // SAFETY: Taken above.
@@ -507,15 +536,10 @@ impl<H: UdpHandler> NetPorts<H> {
     fn open(net: *mut bindings::net) -> Result<*const NetPort<H>> {
         let port = Arc::new(
             NetPort {
-                inner: KBox::pin_init(
-                    crate::new_spinlock_bh!(
-                        PortInner {
-                            sk: core::ptr::null_mut(),
-                            sk6: core::ptr::null_mut(),
-                            devs: KVec::new(),
-                        },
-                        "metaroce_port"
-                    ),
+                sk: AtomicPtr::new(null_mut()),
+                sk6: AtomicPtr::new(null_mut()),
+                devs: KBox::pin_init(
+                    crate::new_spinlock_bh!(KVec::new(), "metaroce_port"),
                     GFP_KERNEL,
                 )?,
             },
@@ -538,13 +562,8 @@ impl<H: UdpHandler> NetPorts<H> {
                 return Err(e);
             }
         };
-        let raw = Arc::into_raw(port);
-        {
-            // SAFETY: `raw` is live (its reference goes to the slot).
-            let mut i = unsafe { &*raw }.inner.lock();
-            i.sk = sk;
-            i.sk6 = sk6;
-        }
+        // The slot's reference.
+        let raw = Arc::into_raw(port.clone());
         for s in [sk, sk6] {
             if s.is_null() {
                 continue;
@@ -557,6 +576,11 @@ impl<H: UdpHandler> NetPorts<H> {
             // `raw` is live.
             unsafe { bindings::setup_udp_tunnel_sock(net, s, &mut tcfg) };
         }
+        // INVARIANT: Set once, set up, before the port is published (the
+        // caller puts it in the slot, under the RTNL we hold). Release: pairs
+        // with the senders' acquire (`NetPort::sock`).
+        port.sk.store(sk, Ordering::Release);
+        port.sk6.store(sk6, Ordering::Release);
         Ok(raw)
     }
 
@@ -584,8 +608,9 @@ impl<H: UdpHandler> NetPorts<H> {
         Ok(unsafe { bindings::mr_socket_sk(sock) })
     }
 
-    /// The namespace is going away: close its port (the datagrams in flight
-    /// finish before `exit`, an RCU grace period later).
+    /// The namespace is going away: close its port. Its sockets are released
+    /// once no sender can be using them any more: an RCU grace period after
+    /// they were taken from the port (`NetPort`'s invariant).
     ///
     /// # Safety
     ///
@@ -595,17 +620,34 @@ impl<H: UdpHandler> NetPorts<H> {
         unsafe { bindings::rtnl_lock() };
         // SAFETY: The namespace still has its slot.
         let raw = unsafe { *Self::slot(net) };
-        if !raw.is_null() {
+        let socks = if raw.is_null() {
+            [null_mut(); 2]
+        } else {
             // SAFETY: The slot's reference keeps the port live.
-            for sk in unsafe { (*raw).close() } {
-                if !sk.is_null() {
-                    // SAFETY: Open until now; nothing sends on it any more.
-                    unsafe { bindings::udp_tunnel_sock_release(sk) };
-                }
-            }
-        }
+            unsafe { (*raw).close() }
+        };
         // SAFETY: Taken above.
         unsafe { bindings::rtnl_unlock() };
+        // The sockets are ours alone now (`close`): the wait for the
+        // senders and the release need no lock, and RTNL is not held across
+        // the grace period.
+        if socks.iter().all(|sk| sk.is_null()) {
+            return;
+        }
+        // SAFETY: Process context (the namespace's cleanup work, or the
+        // unregistration of the `pernet_operations`), no lock held: the call
+        // may sleep.
+        unsafe { bindings::synchronize_rcu() };
+        for sk in socks.into_iter().filter(|sk| !sk.is_null()) {
+            // SAFETY: Open until now, and ours (`close`). A sender loads a
+            // socket pointer only inside an RCU read-side critical section
+            // and uses it only until that section ends (`OpenSock`); the
+            // pointer was cleared before the grace period above began, so a
+            // section that loaded it began before the grace period, and has
+            // ended, since `synchronize_rcu` returned: nothing uses the
+            // socket any more, and no sender can load it again.
+            unsafe { bindings::udp_tunnel_sock_release(sk) };
+        }
     }
 
     /// The namespace is gone: the slot's reference to its port is dropped.

@@ -5,11 +5,14 @@
 //! that disables interrupts (`spin_lock_irqsave`): for the little that a
 //! kernel consumer reaches with interrupts disabled (the MAD layer posts to
 //! QP1 under its own `spin_lock_irqsave`, where `spin_unlock_bh` must not
-//! run).
+//! run). And an RCU read-side critical section with bottom halves disabled
+//! (`rcu_read_lock_bh`), for a reader that takes no lock at all.
 //!
-//! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
+//! C headers: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h),
+//! [`include/linux/rcupdate.h`](srctree/include/linux/rcupdate.h)
 
 use super::bindings;
+use core::marker::PhantomData;
 use kernel::sync::lock::{Backend, Lock};
 
 /// A spinlock taken with bottom halves disabled. Create one with
@@ -131,5 +134,37 @@ unsafe impl Backend for SpinLockIrqBackend {
     unsafe fn assert_is_held(ptr: *mut Self::State) {
         // SAFETY: The lock was initialised (trait requirement).
         unsafe { kernel::bindings::spin_assert_is_held(ptr) }
+    }
+}
+
+/// An RCU read-side critical section with bottom halves disabled
+/// (`rcu_read_lock_bh`), from [`RcuBh::new`] until the guard is dropped.
+/// `synchronize_rcu` waits for every such section that began before it
+/// (since Linux 5.0 a region with bottom halves disabled is one for it). Not
+/// to be begun with interrupts disabled (like a [`SpinLockBh`]: its end
+/// enables bottom halves).
+///
+/// # Invariants
+///
+/// While the guard exists, the thread that created it is in the section
+/// (the guard is not `Send`: the section ends where it began).
+pub(crate) struct RcuBh(PhantomData<*mut ()>);
+
+impl RcuBh {
+    /// Begins the section.
+    pub(crate) fn new() -> Self {
+        // SAFETY: Beginning a section has no precondition (it nests, and
+        // bottom halves may already be disabled); `drop` ends it.
+        unsafe { bindings::mr_rcu_read_lock_bh() };
+        // INVARIANT: The section began just above, on this thread.
+        Self(PhantomData)
+    }
+}
+
+impl Drop for RcuBh {
+    fn drop(&mut self) {
+        // SAFETY: This thread is in the section `new` began (type invariant),
+        // and this ends it once: the guard is dropped once.
+        unsafe { bindings::mr_rcu_read_unlock_bh() };
     }
 }
