@@ -635,8 +635,11 @@ impl<H: UdpHandler> NetPorts<H> {
             return;
         }
         // SAFETY: Process context (the namespace's cleanup work, or the
-        // unregistration of the `pernet_operations`), no lock held: the call
-        // may sleep.
+        // unregistration of the `pernet_operations`), holding no spinlock and
+        // no RCU read lock (only the pernet semaphore, a sleeping lock): the
+        // call may sleep. (It costs a grace period per namespace with a port,
+        // on top of the one the namespace cleanup waits for after every
+        // `pre_exit`.)
         unsafe { bindings::synchronize_rcu() };
         for sk in socks.into_iter().filter(|sk| !sk.is_null()) {
             // SAFETY: Open until now, and ours (`close`). A sender loads a

@@ -96,7 +96,9 @@ pub struct Config {
     pub tx_isn: u32,
     /// PSN of the first packet the peer sends on path 0.
     pub rx_isn: u32,
-    /// Initial window of each path, in packets.
+    /// Initial window of each path, in packets; also the first flight: the
+    /// packets in flight over the whole connection until the peer has
+    /// acknowledged one.
     pub initial_window: u32,
     /// Seed of the source-port choice (differs per connection).
     pub port_seed: u32,
@@ -635,14 +637,13 @@ impl<const P: usize> Connection<P> {
     /// Sets up a connection that is still [`Self::EMPTY`] as `cfg` says, in
     /// place (`cfg.paths` is clamped to 1..=P).
     pub fn configure(&mut self, cfg: Config) {
-        let cfg = Config {
+        self.cfg = Config {
             paths: cfg.paths.clamp(1, P.min(usize::from(u16::MAX)) as u16),
             max_payload: cfg.max_payload.max(1),
             ..cfg
         };
-        self.cfg = cfg;
         let initial = self.initial_window();
-        let cfg = self.cfg;
+        let cfg = &self.cfg;
         self.reorder = cfg.reorder_window;
         self.reorder_quiet = 0;
         for (i, t) in self.tx.iter_mut().enumerate() {
@@ -693,9 +694,10 @@ impl<const P: usize> Connection<P> {
         self.pace_kbps
     }
 
-    /// The connection's congestion window, in packets.
-    pub const fn window(&self) -> u32 {
-        self.cc.window()
+    /// The connection's window in force, in packets: the congestion window,
+    /// or the first flight's until the peer has acknowledged something.
+    pub fn window(&self) -> u32 {
+        self.window_now()
     }
 
     /// Path `path` as it is now (`None` past the paths in use). For

@@ -691,10 +691,7 @@ fn exchange(p: &mut Pair, from: usize, now: u64) -> Vec<u32> {
 fn deliver(p: &mut Pair, from: usize, now: u64, mut seen: impl FnMut(&[u8])) {
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     while let Some(t) = p.hosts[from].conn.poll_transmit(now, &mut hdr) {
-        let mut b = hdr[..t.len].to_vec();
-        if let Some(seg) = t.payload {
-            b.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
-        }
+        let b = datagram(&hdr, &t);
         seen(&b);
         p.hosts[1 - from].receive(now, &b, t.sport, false);
     }
@@ -711,13 +708,13 @@ fn data_flags(p: &mut Pair, from: usize, now: u64) -> Vec<u8> {
     out
 }
 
-/// Before the peer has answered, a connection of 16 paths sends one path's
+/// Before the peer has answered, a connection of 4 paths sends one path's
 /// initial window (not one on every path) and asks for an ACK with its last
 /// packet; the answer opens the connection's window to its paths' windows.
 #[test]
 fn the_first_flight_is_one_paths_window_until_the_peer_answers() {
     let msgs = workload(4, 1, &[1024 * 1024]);
-    let mut p = Pair::new(16, 1024, Channel::default(), 1);
+    let mut p = Pair::new(PATHS as u16, 1024, Channel::default(), 1);
     for m in &msgs {
         p.hosts[0].conn.post(*m).unwrap();
     }
@@ -731,8 +728,10 @@ fn the_first_flight_is_one_paths_window_until_the_peer_answers() {
     let mut want = vec![false; 15];
     want.push(true);
     assert_eq!(asks(&first), want);
-    // Nothing more until the peer answers, however late.
+    // Nothing new until the peer answers (the probes the timers would send
+    // are copies of the flight's packets).
     assert!(data_flags(&mut p, 0, SECOND).is_empty());
+    assert_eq!(p.hosts[0].conn.window(), 16);
     exchange(&mut p, 1, SECOND + 1_000);
     assert_eq!(p.hosts[0].conn.outstanding(), 0);
     let second = data_flags(&mut p, 0, SECOND + 2_000);
@@ -741,6 +740,43 @@ fn the_first_flight_is_one_paths_window_until_the_peer_answers() {
         "{} packets once answered",
         second.len()
     );
+}
+
+/// An ACK that acknowledges nothing (anyone who has seen the connection's
+/// identifiers can forge one) does not end the first flight.
+#[test]
+fn an_empty_ack_does_not_end_the_first_flight() {
+    let mut p = Pair::new(PATHS as u16, 1024, Channel::default(), 1);
+    for m in &workload(4, 1, &[1024 * 1024]) {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    // The flight reaches the peer; each path's first PSN is noted.
+    let mut first = BTreeMap::new();
+    deliver(&mut p, 0, 0, |b| {
+        if let Ok(Packet::Data(d, _)) = wire::decode(b) {
+            let f = first.entry(d.common.path).or_insert(d.common.psn);
+            *f = (*f).min(d.common.psn);
+        }
+    });
+    assert_eq!(first.len(), PATHS);
+    // The peer's ACKs, turned into ones that acknowledge nothing.
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut forged = vec![];
+    while let Some(t) = p.hosts[1].conn.poll_transmit(SECOND, &mut hdr) {
+        if let Ok(Packet::Ack(mut a)) = wire::decode(&hdr[..t.len]) {
+            a.common.psn = first[&a.common.path];
+            a.sack = [0; 32];
+            let mut b = [0u8; TRANSPORT_HEADER_MAX as usize];
+            let n = wire::encode_ack(&a, &mut b).unwrap();
+            forged.push((b[..n].to_vec(), t.sport));
+        }
+    }
+    assert!(!forged.is_empty());
+    for (b, sport) in &forged {
+        p.hosts[0].receive(SECOND, b, *sport, false);
+    }
+    assert_eq!(p.hosts[0].conn.window(), 16);
+    assert!(data_flags(&mut p, 0, SECOND).is_empty());
 }
 
 /// When [`paced_at`] sent its packet.

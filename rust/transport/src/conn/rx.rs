@@ -212,7 +212,9 @@ impl<const P: usize> Connection<P> {
             Err(AckError::Stale) => return Ok(()),
             Err(AckError::AheadOfSender) => return Err(RecvError::Ack),
         };
-        self.answered = true;
+        // Only an ACK of something new ends the first flight: an empty one
+        // (anyone who saw the connection's identifiers can send it) does not.
+        self.answered |= out.newly_acked > 0;
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
         // Only an ACK that acknowledges something new is a sample: a copy
         // of an old one (anyone who saw it can send it again) would be a

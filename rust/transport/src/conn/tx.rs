@@ -232,7 +232,7 @@ impl<const P: usize> Connection<P> {
 
     /// The connection's window: the AIMD window, or the first flight's (one
     /// path's initial window) until the peer has answered.
-    fn window_now(&self) -> u32 {
+    pub(super) fn window_now(&self) -> u32 {
         if self.answered {
             self.cc.window()
         } else {
@@ -364,7 +364,7 @@ impl<const P: usize> Connection<P> {
         // arrive every `ack_every` packets anyway, and asking on every send
         // that fills the window made an ACK of every other packet.) The
         // first flight's last packet asks too: no ACK clock runs yet.
-        let first_done = !self.answered && self.outstanding >= self.initial_window();
+        let first_done = !self.answered && self.outstanding >= self.window_now();
         let more = self.cursor.is_some() && self.free(path) > 0 && !held && !first_done;
         let extra = if more { 0 } else { flags::ACK_REQ };
         self.encode_slot(path, psn, &slot, extra, now, buf)

@@ -6,7 +6,9 @@
 
 #![allow(dead_code)]
 
-use metaroce_transport::conn::{Completion, Config, Connection, Message, PostError, Received};
+use metaroce_transport::conn::{
+    Completion, Config, Connection, Message, PostError, Received, Transmit,
+};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::stream::RecvStream;
 use metaroce_transport::wire::{Opcode, Remote};
@@ -22,6 +24,16 @@ pub fn pattern(stream: u32, msn: u32, offset: u32) -> u8 {
         .wrapping_add(msn.wrapping_mul(0x85eb_ca6b))
         .wrapping_add(offset.wrapping_mul(0xc2b2_ae35));
     (x ^ (x >> 13) ^ (x >> 24)) as u8
+}
+
+/// The datagram of transmission `t`, whose header is in `hdr`: the header
+/// and the payload [`pattern`] gives its segment.
+pub fn datagram(hdr: &[u8], t: &Transmit) -> Vec<u8> {
+    let mut bytes = hdr[..t.len].to_vec();
+    if let Some(seg) = t.payload {
+        bytes.extend((0..u32::from(seg.len)).map(|i| pattern(seg.stream, seg.msn, seg.offset + i)));
+    }
+    bytes
 }
 
 /// A tiny deterministic RNG (xorshift64*).
@@ -361,13 +373,7 @@ impl Pair {
                 }
             }
             while let Some(t) = self.hosts[h].conn.poll_transmit(self.now, &mut hdr) {
-                let mut bytes = hdr[..t.len].to_vec();
-                if let Some(seg) = t.payload {
-                    bytes.extend(
-                        (0..u32::from(seg.len))
-                            .map(|i| pattern(seg.stream, seg.msn, seg.offset + i)),
-                    );
-                }
+                let bytes = datagram(&hdr, &t);
                 self.emit(h, bytes, t.sport, t.payload.is_some());
             }
             self.peak[h] = self.peak[h].max(self.hosts[h].conn.outstanding());
