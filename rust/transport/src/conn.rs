@@ -96,9 +96,9 @@ pub struct Config {
     pub tx_isn: u32,
     /// PSN of the first packet the peer sends on path 0.
     pub rx_isn: u32,
-    /// Initial window of each path, in packets; also the first flight: the
-    /// packets in flight over the whole connection until the peer has
-    /// acknowledged one.
+    /// Initial window of each path, in packets; also the first flight (at
+    /// least 8): the packets in flight over the whole connection until the
+    /// peer has acknowledged one.
     pub initial_window: u32,
     /// Seed of the source-port choice (differs per connection).
     pub port_seed: u32,

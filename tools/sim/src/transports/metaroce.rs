@@ -107,9 +107,9 @@ impl MetaRoceHost {
         let paths = self.cfg.paths.clamp(1, MAX_PATHS as u32) as u16;
         let payload = self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16;
         // Start each path with its share of one port's bandwidth-delay
-        // product: once the peer has answered the first flight (one path's
-        // initial window, the transport's rule), the connection fills the
-        // port within the next round trip.
+        // product, so that a new connection fills the port in about one RTT
+        // (the transport's first flight, at least 8 packets, is all of it
+        // here).
         let bdp_packets = (self.cfg.bdp_bytes() / u64::from(self.cfg.mtu_payload)) as u32;
         let per_path = bdp_packets.div_ceil(u32::from(paths)).max(2);
         let mut cfg = Config {
