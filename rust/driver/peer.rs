@@ -157,11 +157,11 @@ impl Peer {
             return;
         }
         pr_info!(
-            "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs, {} delay signals; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
             self.dev.name(),
             self.ip,
             c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
-            c.delay_signals, c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
+            c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
         );
     }
 
