@@ -84,14 +84,6 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     // the receiving CPU's input backlog (netdev_max_backlog, 1000 packets on
     // veth and loopback) drops. 256 packets stay well within it.
     cfg.max_window = 256;
-    // Nor does a queue that marks nothing (veth, loopback, this host's or
-    // the peer's input backlog) shrink them: a sender faster than its
-    // receiver kept the whole window queued there, round trips swung to tens
-    // of milliseconds and probe timers fired for packets that were not lost.
-    // A round trip 20 ms above the connection's minimum counts as a CE mark:
-    // far above what an ECN-marking queue keeps (CoDel aims at 5 ms, and a
-    // 5 ms target fought it), so marks act first wherever there are any.
-    cfg.delay_target_us = 20_000;
     // An ACK for every 8th packet of a path, at once when the sender asks
     // (the end of its data, the path's window is full, or its pacer holds
     // the next packet longer than the ACK delay), when the path's
@@ -310,6 +302,7 @@ impl Peer {
                 self.wake(&qp);
             }
         }
+        let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
         // Bounds the due-deadline rounds, should one not move its deadline.
@@ -318,9 +311,6 @@ impl Peer {
             // Each round may record a resend or a relocation: handed on at
             // once, so that a burst does not overrun the connection's ring.
             self.trace(ps);
-            // The clock moves while packets are built and sent: their
-            // timestamps (RTT samples) and the pacer's slots read it fresh.
-            let now = now_ns();
             let t = if data {
                 ps.conn.poll_transmit(now, &mut hdr)
             } else {
@@ -387,6 +377,7 @@ impl Peer {
                 Some(at) if at <= now && rounds < 64 => {
                     rounds += 1;
                     ps.conn.on_timeout(now);
+                    now = now_ns();
                 }
                 _ => break,
             }

@@ -119,13 +119,6 @@ pub struct Config {
     /// window of [`WINDOW`]). Losses do not shrink the window, so a host
     /// whose own queues drop (a CPU's input backlog) bounds it here.
     pub max_window: u32,
-    /// Queueing delay taken for congestion, in microseconds: an ACK whose
-    /// round trip exceeds the connection's minimum by more than this halves
-    /// its path's window as a CE echo does (0: delay is no signal). For
-    /// fabrics that mark nothing (veth, loopback, a host's own input
-    /// backlog), where a sender faster than its receiver would otherwise
-    /// keep a whole window queued.
-    pub delay_target_us: u32,
 }
 
 impl Config {
@@ -145,7 +138,6 @@ impl Config {
             ack_every: ACK_EVERY,
             probe_floor_us: 0,
             max_window: 0,
-            delay_target_us: 0,
         }
     }
 }
@@ -535,7 +527,7 @@ pub struct Connection<const P: usize> {
     ce_ewma: u32,
     /// The peer's hint for us (kbit/s, 0: none): new data is paced at it.
     pace_kbps: u32,
-    /// The next new packet's slot (it may go `PACE_SLACK_NS` before it).
+    /// Earliest time the pacer lets the next new packet go.
     next_send: u64,
     /// Whether new data waits for the pacer (then it is a timer).
     paced: bool,

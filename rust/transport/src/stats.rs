@@ -126,11 +126,6 @@ pub struct Stats {
     /// Times one of our messages was refused for want of a receive and
     /// waited for the receiver's RNR timer (a round of refusals counts once).
     pub rnr_waits: u64,
-    /// ACKs whose round trip exceeded the connection's minimum by more than
-    /// the delay target (`Config::delay_target_us`): each is taken as
-    /// congestion, as a CE echo is (a path's window halves at most once per
-    /// window of data, so this counts ACKs, not decreases).
-    pub delay_signals: u64,
     /// Datagrams dropped, by [`DropReason`] (they add up to `rx_errors`).
     pub drops: [u64; DROP_REASONS],
     /// Messages refused, by NAK code less one (`NakCode` as `u8` - 1).
@@ -155,7 +150,6 @@ impl Stats {
         rx_errors: 0,
         spurious: 0,
         rnr_waits: 0,
-        delay_signals: 0,
         drops: [0; DROP_REASONS],
         refused: [0; REFUSALS],
     };
@@ -178,7 +172,6 @@ impl Stats {
             rx_errors,
             spurious,
             rnr_waits,
-            delay_signals,
             drops,
             refused,
         } = *o;
@@ -197,7 +190,6 @@ impl Stats {
         self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
         self.spurious = self.spurious.wrapping_add(spurious);
         self.rnr_waits = self.rnr_waits.wrapping_add(rnr_waits);
-        self.delay_signals = self.delay_signals.wrapping_add(delay_signals);
         for (a, b) in self.drops.iter_mut().zip(drops) {
             *a = a.wrapping_add(b);
         }

@@ -18,8 +18,7 @@ pub enum TraceEvent {
     /// Path `path` moved from source port `from` to `to` (its probes went
     /// unanswered).
     PathMoved { path: u16, from: u16, to: u16 },
-    /// An ACK on `path` echoed `marks` CE marks (0: its round trip passed
-    /// the delay target, `Config::delay_target_us`); the path's and the
+    /// An ACK on `path` echoed `marks` CE marks; the path's and the
     /// connection's windows after the response, in packets.
     Ecn {
         path: u16,

@@ -779,79 +779,6 @@ fn an_empty_ack_does_not_end_the_first_flight() {
     assert!(data_flags(&mut p, 0, SECOND).is_empty());
 }
 
-/// Hands the first `n` datagrams `from` sends at `now` to the other host,
-/// with CE marks on the data packets; the rest are lost.
-fn deliver_marked(p: &mut Pair, from: usize, now: u64, n: usize) {
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    let mut k = 0;
-    while let Some(t) = p.hosts[from].conn.poll_transmit(now, &mut hdr) {
-        if k < n {
-            let b = datagram(&hdr, &t);
-            p.hosts[1 - from].receive(now, &b, t.sport, t.payload.is_some());
-        }
-        k += 1;
-    }
-}
-
-/// A path whose PSNs are in the upper half of the space (`config_pair`
-/// starts at 0xffff_ff00) empties with a marked ACK, then an ACK of part of
-/// its next window brings marks: the window halves again. (The first halving's recovery point
-/// was PSN 0 when nothing was left in flight, and every later mark was taken
-/// for one of the same window until the PSNs wrapped.)
-#[test]
-fn a_mark_after_a_path_emptied_still_halves_its_window() {
-    let mut p = Pair::new(1, 1024, Channel::default(), 1);
-    for m in &workload(8, 1, &[16 * 1024]) {
-        p.hosts[0].conn.post(*m).unwrap();
-    }
-    deliver_marked(&mut p, 0, 0, usize::MAX);
-    exchange(&mut p, 1, SECOND);
-    assert_eq!(p.hosts[0].conn.outstanding(), 0);
-    let first = p.hosts[0].conn.window();
-    assert!(first < 16, "{first} after the first marks");
-    deliver_marked(&mut p, 0, 2 * SECOND, 2);
-    exchange(&mut p, 1, 3 * SECOND);
-    assert!(p.hosts[0].conn.outstanding() > 0);
-    let second = p.hosts[0].conn.window();
-    assert!(
-        second < first,
-        "{second} after the second window's marks, {first} before"
-    );
-}
-
-/// An ACK whose echoed timestamp is newer than anything it acknowledges
-/// (forged to say "now") is no round-trip sample: it would set a minimum of
-/// nothing, and with a delay target every later round trip would count as
-/// queueing.
-#[test]
-fn a_forged_echo_of_now_sets_no_minimum_round_trip() {
-    let (mut a, b) = config_pair(1, 1024);
-    a.delay_target_us = 20_000;
-    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
-    let msgs = workload(2, 1, &[1024]);
-    p.hosts[0].conn.post(msgs[0]).unwrap();
-    // The first packet's ACK, its echo rewritten to the time it arrives.
-    deliver(&mut p, 0, SECOND, |_| {});
-    let t1 = SECOND + 30_000_000;
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    while let Some(t) = p.hosts[1].conn.poll_transmit(t1, &mut hdr) {
-        if let Ok(Packet::Ack(mut a)) = wire::decode(&hdr[..t.len]) {
-            a.common.timestamp = (t1 / 1_000) as u32;
-            let mut b = [0u8; TRANSPORT_HEADER_MAX as usize];
-            let n = wire::encode_ack(&a, &mut b).unwrap();
-            p.hosts[0].receive(t1, &b[..n], t.sport, false);
-        }
-    }
-    assert_eq!(p.hosts[0].conn.stats().rx_acks, 1);
-    // The second packet's genuine ACK, 30 ms after it was sent.
-    p.hosts[0].conn.post(msgs[1]).unwrap();
-    let t2 = 2 * SECOND;
-    deliver(&mut p, 0, t2, |_| {});
-    exchange(&mut p, 1, t2 + 30_000_000);
-    assert_eq!(p.hosts[0].conn.stats().rx_acks, 2);
-    assert_eq!(p.hosts[0].conn.stats().delay_signals, 0);
-}
-
 /// When [`paced_at`] sent its packet.
 const PACED_T0: u64 = 2_000;
 
@@ -917,9 +844,8 @@ fn first_paced_flags(kbps: u32, ack_delay_ns: u32) -> u8 {
 
 #[test]
 fn the_pacers_slot_can_be_left_out_of_the_next_timeout() {
-    // 400 Mbit/s: a packet every 23 us, let go 13 us after the last with
-    // the pacer's slack: before the first probe (16 us).
-    let mut p = paced_at(400_000);
+    // 1 Gbit/s: a packet every 9 us, a slot before the first probe's.
+    let mut p = paced_at(1_000_000);
     let c = &mut p.hosts[0].conn;
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     // Held back by the pacer: its slot is a deadline, before the probe's.
@@ -982,40 +908,9 @@ fn a_tiny_hint_is_obeyed_down_to_the_floor_and_a_faster_one_takes_over_at_once()
 
 #[test]
 fn new_data_is_paced_at_the_receivers_hint() {
-    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us, let go up to the
-    // pacer's 10 us of slack early.
+    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us.
     let mut p = paced_at(100_000);
-    next_packet_between(&mut p, 75_000, 92_000);
-}
-
-#[test]
-fn a_gigabit_hint_does_not_cost_a_timer_per_packet() {
-    // 10 Gbit/s: a slot every 0.9 us, less than a kernel timer can be
-    // relied on for. A sender whose clock has not moved (one burst of
-    // sends) still sends the slots due within the slack: 10 us of them,
-    // not a packet per timer.
-    // (Windows of 64 packets and a round trip of 100 us, so that neither
-    // the windows nor the hint's window cap limit it first.)
-    let (mut a, mut b) = config_pair(2, 1024);
-    a.initial_window = 64;
-    b.initial_window = 64;
-    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
-    for m in &workload(4, 1, &[64 * 1024]) {
-        p.hosts[0].conn.post(*m).unwrap();
-    }
-    p.hosts[1].conn.set_rate_hint(10_000_000);
-    exchange(&mut p, 0, 0);
-    assert!(exchange(&mut p, 1, 100_000).contains(&10_000_000));
-    let t0 = 101_000;
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    let mut sent = 0;
-    while p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some() {
-        sent += 1;
-    }
-    assert!((12..=17).contains(&sent), "{sent} packets at one instant");
-    // The rest waits for time to pass, and is due by the pacer's timer.
-    let next = p.hosts[0].conn.next_timeout();
-    assert!(next.is_some_and(|t| t <= t0 + 2_000), "{next:?}");
+    next_packet_between(&mut p, 85_000, 92_000);
 }
 
 #[test]

@@ -84,8 +84,6 @@ struct Net {
     busy_until: u64,
     /// The longest wait in its queue since last cleared, ns.
     max_queue_ns: u64,
-    /// Every connection's `Config::delay_target_us`.
-    delay_target_us: u32,
 }
 
 impl Net {
@@ -113,14 +111,12 @@ impl Net {
             bottleneck: None,
             busy_until: 0,
             max_queue_ns: 0,
-            delay_target_us: 0,
         }
     }
 
     fn link(&mut self, host: u32, peer: u32) -> &mut Link {
         let now = self.now;
         let active_ns = self.active_ns;
-        let target = self.delay_target_us;
         let h = &mut self.hosts[host as usize];
         let salt = (h.incarnation << 40) ^ (u64::from(host) << 20) ^ u64::from(peer);
         let epoch = (salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
@@ -134,7 +130,7 @@ impl Net {
                     ..SessionConfig::DEFAULT
                 },
             );
-            let conn = Box::new(Conn::new(config(&session, target)));
+            let conn = Box::new(Conn::new(config(&session)));
             Link {
                 session,
                 conn,
@@ -270,7 +266,6 @@ impl Net {
             let Ok(Packet::Hello(hello)) = wire::decode(bytes) else {
                 panic!("a hello that does not decode")
             };
-            let target = self.delay_target_us;
             let l = self.link(to, from);
             let o = l.session.on_hello(
                 hello.epoch,
@@ -281,13 +276,13 @@ impl Net {
             );
             match o {
                 HelloOutcome::Nothing => {}
-                HelloOutcome::Rekey => l.conn.configure(config(&l.session, target)),
+                HelloOutcome::Rekey => l.conn.configure(config(&l.session)),
                 HelloOutcome::Reset => {
                     // As the driver does: what was in flight is void, the
                     // connection starts again, the application on a new
                     // stream.
                     l.resets += 1;
-                    *l.conn = Conn::new(config(&l.session, target));
+                    *l.conn = Conn::new(config(&l.session));
                     l.stream += 2;
                     l.next_msn = 0;
                     l.completed = 0;
@@ -394,10 +389,9 @@ impl Net {
     }
 }
 
-fn config(s: &Session, delay_target_us: u32) -> Config {
+fn config(s: &Session) -> Config {
     let mut c = Config::new(0, 0, 4, 1024);
     s.configure(&mut c);
-    c.delay_target_us = delay_target_us;
     c
 }
 
@@ -521,45 +515,6 @@ fn a_sender_joining_a_busy_receiver_queues_only_its_first_flight() {
         assert_eq!(net.pace(s, 0), fair_share(2_000, 4), "sender {s}");
         assert!(net.hosts[0].links[&s].delivered > 10, "sender {s}");
     }
-}
-
-/// A sender with no hint (the receiver knows no capacity) behind a link
-/// that marks nothing: its windows grow until the link's queue holds them,
-/// unless queueing delay counts as congestion. With a delay target the
-/// queue stays near it.
-#[test]
-fn a_delay_target_keeps_a_queue_that_nothing_marks_short() {
-    const TARGET_US: u32 = 5_000;
-    let queue = |target: u32| {
-        let mut net = Net::new(2, 0, 7);
-        net.bottleneck = Some((0, 20_000_000));
-        net.delay_target_us = target;
-        net.send(1, 0, u32::MAX);
-        net.run(300 * MS);
-        net.max_queue_ns = 0;
-        net.run(1_300 * MS);
-        let l = &net.hosts[1].links[&0];
-        assert!(l.completed > 100, "{} messages", l.completed);
-        (net.max_queue_ns, l.conn.stats().delay_signals, l.completed)
-    };
-    let (without, d0, n0) = queue(0);
-    let (with, d1, n1) = queue(TARGET_US);
-    assert_eq!(d0, 0);
-    assert!(d1 > 0);
-    // Within twice the target (40 ms and growing without it, 5 ms with it when
-    // written).
-    assert!(
-        with < 2 * u64::from(TARGET_US) * US,
-        "a queue of {} us with the target, {} us without",
-        with / US,
-        without / US
-    );
-    assert!(without > 2 * with, "{} us without", without / US);
-    // The link stays busy: about as many messages either way.
-    assert!(
-        10 * n1 >= 9 * n0,
-        "{n1} messages with the target, {n0} without"
-    );
 }
 
 proptest! {

@@ -216,31 +216,12 @@ impl<const P: usize> Connection<P> {
         // (anyone who saw the connection's identifiers can send it) does not.
         self.answered |= out.newly_acked > 0;
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
-        // The latest send time among the packets this ACK acknowledges
-        // first: the echo of a packet we sent is never newer than that.
-        let newest_sent = out
-            .acked
-            .ones()
-            .filter_map(|i| {
-                p.slots
-                    .get((out.acked_base.wrapping_add(i) % WINDOW) as usize)
-            })
-            .filter(|s| s.state == SlotState::Live)
-            .map(|s| s.sent_us)
-            .reduce(|a, b| if before(a, b) { b } else { a });
         // Only an ACK that acknowledges something new is a sample: a copy
         // of an old one (anyone who saw it can send it again) would be a
-        // sample as old as the copy. And only an echo no newer than what it
-        // acknowledges: a forged timestamp of "now" would make a round trip
-        // of nothing, and the minimum it set would make every later one
-        // look delayed.
-        let echo_ok = newest_sent.is_some_and(|t| !before(t, ack.common.timestamp));
-        let mut delayed = false;
-        if out.newly_acked > 0 && echo_ok && ack.common.timestamp != 0 && rtt < 10_000_000 {
+        // sample as old as the copy.
+        if out.newly_acked > 0 && ack.common.timestamp != 0 && rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
             self.rtt.sample(rtt.max(1));
-            let target = self.cfg.delay_target_us;
-            delayed = target > 0 && rtt > self.rtt.min_us().saturating_add(target);
             if !self.all_sampled {
                 // Paths of one connection cross the same fabric: a path
                 // without a sample of its own starts from this one's.
@@ -337,11 +318,7 @@ impl<const P: usize> Connection<P> {
         }
         // Loss: unacknowledged packets sent before one that was acknowledged.
         let reorder = self.reorder;
-        // The first PSN not acknowledged: the next to send when nothing is
-        // in flight (0 there set the halving's recovery point to PSN 0, and
-        // on a path whose PSNs were in the upper half of the space every
-        // later signal was ignored until they wrapped).
-        let una = p.seq.una();
+        let una = p.seq.oldest_unacked().unwrap_or(0);
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
             let idx = psn % WINDOW;
@@ -356,12 +333,10 @@ impl<const P: usize> Connection<P> {
                 p.slots[idx as usize].by_order = true;
             }
         }
-        // Congestion control: CE marks, or a round trip that queueing
-        // stretched past the delay target.
-        if ack.ecn_ce > 0 || delayed {
+        // Congestion control.
+        if ack.ecn_ce > 0 {
             self.stats.ce_echoed += u64::from(ack.ecn_ce);
             p.stats.ce_echoed += u64::from(ack.ecn_ce);
-            self.stats.delay_signals += u64::from(delayed);
             // Coupled decrease: the connection gives up what the marked path
             // gave up, so a congested path sheds its load onto the others
             // while marks on every path still halve the whole.

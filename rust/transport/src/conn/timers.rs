@@ -37,8 +37,7 @@ impl<const P: usize> Connection<P> {
         // refused, or a window that shrank, since the pacer held it back
         // leaves `paced` set until the next send, and a slot in the past
         // would be a timer firing every microsecond.
-        let pacer = (self.paced && self.new_data_has_room())
-            .then_some(self.next_send.saturating_sub(super::tx::PACE_SLACK_NS));
+        let pacer = (self.paced && self.new_data_has_room()).then_some(self.next_send);
         self.next_timeout_but_pacer().into_iter().chain(pacer).min()
     }
 
