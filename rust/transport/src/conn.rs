@@ -532,8 +532,8 @@ pub struct Connection<const P: usize> {
     /// Whether new data waits for the pacer (then it is a timer).
     paced: bool,
     /// Whether the peer acknowledged anything yet. Until it has, at most one
-    /// path's initial window is in flight over the whole connection (the
-    /// first flight): the ACK that ends it brings the receiver's rate hint,
+    /// path's initial window (at least 8 packets) is in flight over the whole
+    /// connection (the first flight, `window_now`): the ACK that ends it brings the receiver's rate hint,
     /// and a connection that joins a busy receiver does not queue a window
     /// of every path ahead of the senders already paced there.
     answered: bool,
@@ -664,7 +664,8 @@ impl<const P: usize> Connection<P> {
     }
 
     /// A path's initial window in packets (the configured one, within what
-    /// a path can hold); the first flight of the connection is one of these.
+    /// a path can hold); the connection's first flight is one of these, or
+    /// 8 packets if that is more.
     fn initial_window(&self) -> u32 {
         self.cfg.initial_window.clamp(super::cc::MIN_WINDOW, WINDOW)
     }
