@@ -74,6 +74,12 @@ impl SendPath {
         Some(psn)
     }
 
+    /// The first PSN not acknowledged cumulatively: the next to send when
+    /// nothing is in flight.
+    pub const fn una(&self) -> u32 {
+        self.una
+    }
+
     /// Oldest unacknowledged PSN (for the tail-loss timer: retransmit it).
     pub fn oldest_unacked(&self) -> Option<u32> {
         (self.in_flight() > 0).then_some(self.una)

@@ -779,6 +779,81 @@ fn an_empty_ack_does_not_end_the_first_flight() {
     assert!(data_flags(&mut p, 0, SECOND).is_empty());
 }
 
+/// Hands the first `n` datagrams `from` sends at `now` to the other host,
+/// with CE marks on the data packets; the rest are lost.
+fn deliver_marked(p: &mut Pair, from: usize, now: u64, n: usize) {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut k = 0;
+    while let Some(t) = p.hosts[from].conn.poll_transmit(now, &mut hdr) {
+        if k < n {
+            let b = datagram(&hdr, &t);
+            p.hosts[1 - from].receive(now, &b, t.sport, t.payload.is_some());
+        }
+        k += 1;
+    }
+}
+
+/// A path whose PSNs are in the upper half of the space (`config_pair`
+/// starts at 0xffff_ff00) empties with a marked ACK, then an ACK of part of
+/// its next window brings marks: the window halves again. (The first
+/// halving's recovery point was PSN 0 when nothing was left in flight, and
+/// every later mark was taken for one of the same window until the PSNs
+/// wrapped.)
+#[test]
+fn a_mark_after_a_path_emptied_still_halves_its_window() {
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    for m in &workload(8, 1, &[16 * 1024]) {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    deliver_marked(&mut p, 0, 0, usize::MAX);
+    exchange(&mut p, 1, SECOND);
+    assert_eq!(p.hosts[0].conn.outstanding(), 0);
+    let first = p.hosts[0].conn.window();
+    assert!(first < 16, "{first} after the first marks");
+    deliver_marked(&mut p, 0, 2 * SECOND, 2);
+    exchange(&mut p, 1, 3 * SECOND);
+    assert!(p.hosts[0].conn.outstanding() > 0);
+    let second = p.hosts[0].conn.window();
+    assert!(
+        second < first,
+        "{second} after the second window's marks, {first} before"
+    );
+}
+
+/// An ACK whose echoed timestamp is newer than anything it acknowledges
+/// (forged to say "now") is no round-trip sample: it would set a minimum of
+/// nothing, and the window the receiver's hint allows (the share over that
+/// minimum) would shrink to a packet or two.
+#[test]
+fn a_forged_echo_of_now_is_no_round_trip_sample() {
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    let msgs = workload(2, 1, &[1024]);
+    p.hosts[0].conn.post(msgs[0]).unwrap();
+    // The first packet's ACK, 30 ms later, its echo rewritten to the time
+    // it arrives.
+    deliver(&mut p, 0, SECOND, |_| {});
+    let t1 = SECOND + 30_000_000;
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    while let Some(t) = p.hosts[1].conn.poll_transmit(t1, &mut hdr) {
+        if let Ok(Packet::Ack(mut a)) = wire::decode(&hdr[..t.len]) {
+            a.common.timestamp = (t1 / 1_000) as u32;
+            let mut b = [0u8; TRANSPORT_HEADER_MAX as usize];
+            let n = wire::encode_ack(&a, &mut b).unwrap();
+            p.hosts[0].receive(t1, &b[..n], t.sport, false);
+        }
+    }
+    assert_eq!(p.hosts[0].conn.stats().rx_acks, 1);
+    assert_eq!(p.hosts[0].conn.srtt_us(), 0, "the forged echo was a sample");
+    // The second packet's genuine ACK, 30 ms after it was sent.
+    p.hosts[0].conn.post(msgs[1]).unwrap();
+    let t2 = 2 * SECOND;
+    deliver(&mut p, 0, t2, |_| {});
+    exchange(&mut p, 1, t2 + 30_000_000);
+    assert_eq!(p.hosts[0].conn.stats().rx_acks, 2);
+    let srtt = p.hosts[0].conn.srtt_us();
+    assert!((29_000..=31_000).contains(&srtt), "{srtt} us");
+}
+
 /// When [`paced_at`] sent its packet.
 const PACED_T0: u64 = 2_000;
 

@@ -7,7 +7,7 @@
 
 use super::super::cc::window_for_rate;
 use super::super::framing::HEADER_OVERHEAD;
-use super::super::path::{AckError, Arrival, RecvPath, WINDOW};
+use super::super::path::{AckError, AckOutcome, Arrival, RecvPath, WINDOW};
 use super::super::seq::{before, Bits256};
 use super::super::trace::TraceEvent;
 use super::super::wire::{
@@ -15,7 +15,7 @@ use super::super::wire::{
 };
 use super::rnr::Undo;
 use super::tx::pace_gap;
-use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit};
+use super::{us, Connection, MsgState, Received, RecvError, SlotState, Transmit, TxPath};
 use super::{CE_ONE, MIN_PACE_KBPS, PORT_BASE};
 
 /// Packets acknowledged without a spurious resend after which the allowed
@@ -216,10 +216,17 @@ impl<const P: usize> Connection<P> {
         // (anyone who saw the connection's identifiers can send it) does not.
         self.answered |= out.newly_acked > 0;
         let rtt = us(now).wrapping_sub(ack.common.timestamp);
+        // The latest send time among the packets this ACK acknowledges
+        // first: the echo of a packet we sent is never newer than that.
+        let newest_sent = newest_sent_us(p, &out);
         // Only an ACK that acknowledges something new is a sample: a copy
         // of an old one (anyone who saw it can send it again) would be a
-        // sample as old as the copy.
-        if out.newly_acked > 0 && ack.common.timestamp != 0 && rtt < 10_000_000 {
+        // sample as old as the copy. And only an echo no newer than what it
+        // acknowledges: a forged timestamp of "now" would make a round trip
+        // of nothing, and the minimum it set would cap the window near one
+        // packet (the hint's window is the share over the minimum).
+        let echo_ok = newest_sent.is_some_and(|t| !before(t, ack.common.timestamp));
+        if out.newly_acked > 0 && echo_ok && ack.common.timestamp != 0 && rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
             self.rtt.sample(rtt.max(1));
             if !self.all_sampled {
@@ -318,7 +325,11 @@ impl<const P: usize> Connection<P> {
         }
         // Loss: unacknowledged packets sent before one that was acknowledged.
         let reorder = self.reorder;
-        let una = p.seq.oldest_unacked().unwrap_or(0);
+        // The first PSN not acknowledged: the next to send when nothing is
+        // in flight (0 there set the halving's recovery point to PSN 0, and
+        // on a path whose PSNs were in the upper half of the space every
+        // later mark was ignored until they wrapped).
+        let una = p.seq.una();
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
             let idx = psn % WINDOW;
@@ -474,4 +485,18 @@ impl<const P: usize> Connection<P> {
             payload: None,
         })
     }
+}
+
+/// The latest send time (the timestamp each carried) among the live packets
+/// of path `p` that `out` acknowledges for the first time; `None` if none.
+fn newest_sent_us(p: &TxPath, out: &AckOutcome) -> Option<u32> {
+    out.acked
+        .ones()
+        .filter_map(|i| {
+            p.slots
+                .get((out.acked_base.wrapping_add(i) % WINDOW) as usize)
+        })
+        .filter(|s| s.state == SlotState::Live)
+        .map(|s| s.sent_us)
+        .reduce(|a, b| if before(a, b) { b } else { a })
 }
