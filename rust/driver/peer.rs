@@ -149,10 +149,10 @@ impl Peer {
             return;
         }
         pr_info!(
-            "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts, {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
+            "{}: peer {}: sent {} data, {} resent ({} spurious), {} moved, {} path moves, {} timeouts ({} deferred), {} ACKs; received {} data, {} duplicates, {} CE echoed, {} dropped\n",
             self.dev.name(),
             self.ip,
-            c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.tx_acks,
+            c.tx_data, c.retransmits, c.spurious, c.relocations, c.path_moves, c.timeouts, c.deferred_probes, c.tx_acks,
             c.rx_data, c.rx_duplicates, c.ce_echoed, c.rx_errors
         );
     }
@@ -302,7 +302,6 @@ impl Peer {
                 self.wake(&qp);
             }
         }
-        let mut now = now_ns();
         let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
         let tables = &self.dev.tables;
         // Bounds the due-deadline rounds, should one not move its deadline.
@@ -311,6 +310,9 @@ impl Peer {
             // Each round may record a resend or a relocation: handed on at
             // once, so that a burst does not overrun the connection's ring.
             self.trace(ps);
+            // The clock moves while packets are built and sent: their
+            // timestamps (RTT samples) and the pacer's slots read it fresh.
+            let now = now_ns();
             let t = if data {
                 ps.conn.poll_transmit(now, &mut hdr)
             } else {
@@ -377,7 +379,6 @@ impl Peer {
                 Some(at) if at <= now && rounds < 64 => {
                     rounds += 1;
                     ps.conn.on_timeout(now);
-                    now = now_ns();
                 }
                 _ => break,
             }

@@ -111,8 +111,8 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     )?;
     write!(
         f,
-        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {}",
-        s.tx_data, s.retransmits, s.spurious, s.relocations, s.path_moves, s.timeouts,
+        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} deferred {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {}",
+        s.tx_data, s.retransmits, s.spurious, s.relocations, s.path_moves, s.timeouts, s.deferred_probes,
         s.tx_acks, s.rx_acks, s.tx_naks, s.rx_naks, s.rx_data, s.rx_duplicates, s.ce_echoed,
         s.rx_errors
     )?;

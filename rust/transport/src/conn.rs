@@ -316,6 +316,11 @@ struct TxSlot {
     void: bool,
     /// When its latest copy was sent (the timestamp it carried).
     sent_us: u32,
+    /// Transmission order of its latest copy over the whole connection.
+    conn_order: u32,
+    /// Its latest copy is a resend (a probe or the reordering rule's): an
+    /// ACK of it may be the earlier copy's, delayed rather than lost.
+    resent: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -469,6 +474,8 @@ const TX_SLOT_EMPTY: TxSlot = TxSlot {
     by_order: false,
     void: false,
     sent_us: 0,
+    conn_order: 0,
+    resent: false,
 };
 
 const RX_PATH_EMPTY: RxPath = RxPath {
@@ -537,6 +544,14 @@ pub struct Connection<const P: usize> {
     /// and a connection that joins a busy receiver does not queue a window
     /// of every path ahead of the senders already paced there.
     answered: bool,
+    /// Packets sent over the whole connection (new and resent, wrapping):
+    /// the next one's [`TxSlot::conn_order`].
+    tx_count: u32,
+    /// One past the latest [`TxSlot::conn_order`] known to have reached
+    /// the peer (its copy of that order, not an earlier one, acknowledged).
+    delivered_order: u32,
+    /// When an ACK last acknowledged something new (ns; 0: never).
+    progress_at: u64,
     progress: (u32, u32),
     /// The message our receiver rejected last: every ACK carries it.
     rejected: Option<(u32, u32, NakCode)>,
@@ -619,6 +634,9 @@ impl<const P: usize> Connection<P> {
         next_send: 0,
         paced: false,
         answered: false,
+        tx_count: 0,
+        delivered_order: 0,
+        progress_at: 0,
         progress: (0, 0),
         rejected: None,
         undo: None,

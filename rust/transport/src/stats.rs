@@ -126,6 +126,10 @@ pub struct Stats {
     /// Times one of our messages was refused for want of a receive and
     /// waited for the receiver's RNR timer (a round of refusals counts once).
     pub rnr_waits: u64,
+    /// Probe timers that expired while the connection made progress but
+    /// nothing sent after the path's oldest packet had reached the peer
+    /// (a queue, not a loss): re-armed instead of probing.
+    pub deferred_probes: u64,
     /// Datagrams dropped, by [`DropReason`] (they add up to `rx_errors`).
     pub drops: [u64; DROP_REASONS],
     /// Messages refused, by NAK code less one (`NakCode` as `u8` - 1).
@@ -150,6 +154,7 @@ impl Stats {
         rx_errors: 0,
         spurious: 0,
         rnr_waits: 0,
+        deferred_probes: 0,
         drops: [0; DROP_REASONS],
         refused: [0; REFUSALS],
     };
@@ -172,6 +177,7 @@ impl Stats {
             rx_errors,
             spurious,
             rnr_waits,
+            deferred_probes,
             drops,
             refused,
         } = *o;
@@ -190,6 +196,7 @@ impl Stats {
         self.rx_errors = self.rx_errors.wrapping_add(rx_errors);
         self.spurious = self.spurious.wrapping_add(spurious);
         self.rnr_waits = self.rnr_waits.wrapping_add(rnr_waits);
+        self.deferred_probes = self.deferred_probes.wrapping_add(deferred_probes);
         for (a, b) in self.drops.iter_mut().zip(drops) {
             *a = a.wrapping_add(b);
         }

@@ -854,6 +854,42 @@ fn a_forged_echo_of_now_is_no_round_trip_sample() {
     assert!((29_000..=31_000).contains(&srtt), "{srtt} us");
 }
 
+/// A probe resends a packet that was only late: the ACK of its original
+/// (it echoes a timestamp older than the probe) says nothing about the
+/// packets sent between the two. Taking the probe's transmission order for
+/// it declared them all lost, and they were resent.
+#[test]
+fn the_late_original_of_a_probed_packet_does_not_make_the_rest_lost() {
+    let mut p = Pair::new(1, 1024, Channel::default(), 1);
+    p.hosts[0]
+        .conn
+        .post(workload(1, 1, &[4 * 1024])[0])
+        .unwrap();
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut originals = vec![];
+    while let Some(t) = p.hosts[0].conn.poll_transmit(SECOND, &mut hdr) {
+        originals.push((datagram(&hdr, &t), t.sport));
+    }
+    assert_eq!(originals.len(), 4);
+    // Nothing answered: the timer probes the oldest.
+    let at = p.hosts[0].conn.next_timeout().unwrap();
+    p.hosts[0].conn.on_timeout(at);
+    assert!(p.hosts[0].conn.poll_transmit(at, &mut hdr).is_some());
+    assert!(p.hosts[0].conn.poll_transmit(at, &mut hdr).is_none());
+    assert_eq!(p.hosts[0].conn.stats().retransmits, 1);
+    // The first original arrives (late), then its ACK.
+    let late = at + 1_000_000;
+    let (b, sport) = &originals[0];
+    p.hosts[1].receive(late, b, *sport, false);
+    p.hosts[1].conn.on_timeout(late + 100_000);
+    exchange(&mut p, 1, late + 100_000);
+    assert_eq!(p.hosts[0].conn.stats().rx_acks, 1);
+    // The other three are not taken for lost.
+    let resent = data_flags(&mut p, 0, late + 100_000);
+    assert!(resent.is_empty(), "{} packets resent", resent.len());
+    assert_eq!(p.hosts[0].conn.stats().retransmits, 1);
+}
+
 /// When [`paced_at`] sent its packet.
 const PACED_T0: u64 = 2_000;
 
@@ -919,8 +955,9 @@ fn first_paced_flags(kbps: u32, ack_delay_ns: u32) -> u8 {
 
 #[test]
 fn the_pacers_slot_can_be_left_out_of_the_next_timeout() {
-    // 1 Gbit/s: a packet every 9 us, a slot before the first probe's.
-    let mut p = paced_at(1_000_000);
+    // 400 Mbit/s: a packet every 23 us, let go 13 us after the last with
+    // the pacer's slack: before the first probe (16 us).
+    let mut p = paced_at(400_000);
     let c = &mut p.hosts[0].conn;
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
     // Held back by the pacer: its slot is a deadline, before the probe's.
@@ -983,9 +1020,40 @@ fn a_tiny_hint_is_obeyed_down_to_the_floor_and_a_faster_one_takes_over_at_once()
 
 #[test]
 fn new_data_is_paced_at_the_receivers_hint() {
-    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us.
+    // 100 Mbit/s: (1024 + 120) bytes every 91.5 us, let go up to the
+    // pacer's 10 us of slack early.
     let mut p = paced_at(100_000);
-    next_packet_between(&mut p, 85_000, 92_000);
+    next_packet_between(&mut p, 75_000, 92_000);
+}
+
+#[test]
+fn a_gigabit_hint_does_not_cost_a_timer_per_packet() {
+    // 10 Gbit/s: a slot every 0.9 us, less than a kernel timer can be
+    // relied on for. A sender whose clock has not moved (one burst of
+    // sends) still sends the slots due within the slack: 10 us of them,
+    // not a packet per timer.
+    // (Windows of 64 packets and a round trip of 100 us, so that neither
+    // the windows nor the hint's window cap limit it first.)
+    let (mut a, mut b) = config_pair(2, 1024);
+    a.initial_window = 64;
+    b.initial_window = 64;
+    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
+    for m in &workload(4, 1, &[64 * 1024]) {
+        p.hosts[0].conn.post(*m).unwrap();
+    }
+    p.hosts[1].conn.set_rate_hint(10_000_000);
+    exchange(&mut p, 0, 0);
+    assert!(exchange(&mut p, 1, 100_000).contains(&10_000_000));
+    let t0 = 101_000;
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut sent = 0;
+    while p.hosts[0].conn.poll_transmit(t0, &mut hdr).is_some() {
+        sent += 1;
+    }
+    assert!((12..=17).contains(&sent), "{sent} packets at one instant");
+    // The rest waits for time to pass, and is due by the pacer's timer.
+    let next = p.hosts[0].conn.next_timeout();
+    assert!(next.is_some_and(|t| t <= t0 + 2_000), "{next:?}");
 }
 
 #[test]

@@ -554,3 +554,33 @@ proptest! {
         prop_assert_eq!(net.pace(2, 0), fair_share(CAP, 1));
     }
 }
+
+/// A sender with no hint (the receiver knows no capacity) behind a FIFO
+/// link that drops and marks nothing: its windows fill the link's queue,
+/// and the round trip grows from under a millisecond to tens of
+/// milliseconds faster than the estimate follows. Nothing is lost, so
+/// nothing may be resent: a probe timer that expires while packets sent
+/// before its path's oldest are still being delivered waits (it resent one
+/// packet per path, and the ACK of the late original then declared the
+/// path's whole window lost: 32 resends in the first 3 ms).
+#[test]
+fn a_queue_that_drops_nothing_costs_no_resends() {
+    let mut net = Net::new(2, 0, 7);
+    net.bottleneck = Some((0, 20_000_000));
+    net.send(1, 0, u32::MAX);
+    net.run(1_600 * MS);
+    let l = &net.hosts[1].links[&0];
+    let s = l.conn.stats();
+    assert!(l.completed > 900, "{} messages", l.completed);
+    assert!(
+        net.max_queue_ns > 20 * MS,
+        "a queue of {} us",
+        net.max_queue_ns / US
+    );
+    assert_eq!(
+        (s.retransmits, s.timeouts, s.path_moves),
+        (0, 0, 0),
+        "resends, probes, moves"
+    );
+    assert!(s.deferred_probes > 0);
+}

@@ -226,6 +226,9 @@ impl<const P: usize> Connection<P> {
         // of nothing, and the minimum it set would cap the window near one
         // packet (the hint's window is the share over the minimum).
         let echo_ok = newest_sent.is_some_and(|t| !before(t, ack.common.timestamp));
+        if out.newly_acked > 0 {
+            self.progress_at = now.max(1);
+        }
         if out.newly_acked > 0 && echo_ok && ack.common.timestamp != 0 && rtt < 10_000_000 {
             p.rtt.sample(rtt.max(1));
             self.rtt.sample(rtt.max(1));
@@ -260,8 +263,23 @@ impl<const P: usize> Connection<P> {
             p.outstanding = p.outstanding.saturating_sub(1);
             self.outstanding = self.outstanding.saturating_sub(1);
             self.acked_total = self.acked_total.wrapping_add(1);
-            if before(p.delivered, slot.order.wrapping_add(1)) {
-                p.delivered = slot.order.wrapping_add(1);
+            // A resent packet's order is its resend's. If the copy that
+            // arrived is an earlier one (the ACK echoes a packet sent before
+            // the resend: the original was late, not lost), the packets
+            // sent between the two are not known to be overtaken: taking
+            // the resend's order declared them all lost, and one spurious
+            // probe behind a queue resent its path's whole window. An ACK
+            // that echoes nothing (0: no fresh arrival since the last)
+            // cannot tell the copies apart either.
+            let ts = ack.common.timestamp;
+            let earlier_copy = slot.resent && (ts == 0 || before(ts, slot.sent_us));
+            if !earlier_copy {
+                if before(p.delivered, slot.order.wrapping_add(1)) {
+                    p.delivered = slot.order.wrapping_add(1);
+                }
+                if before(self.delivered_order, slot.conn_order.wrapping_add(1)) {
+                    self.delivered_order = slot.conn_order.wrapping_add(1);
+                }
             }
             // A relocated copy's arrival counted its first PSN received on
             // the path it left: that PSN is acknowledged too, whether or not
@@ -487,8 +505,9 @@ impl<const P: usize> Connection<P> {
     }
 }
 
-/// The latest send time (the timestamp each carried) among the live packets
-/// of path `p` that `out` acknowledges for the first time; `None` if none.
+/// The latest send time (the timestamp each carried) among the packets of
+/// path `p` that `out` acknowledges for the first time, moved ones included
+/// (their copy on this path is what arrived); `None` if none.
 fn newest_sent_us(p: &TxPath, out: &AckOutcome) -> Option<u32> {
     out.acked
         .ones()
@@ -496,7 +515,7 @@ fn newest_sent_us(p: &TxPath, out: &AckOutcome) -> Option<u32> {
             p.slots
                 .get((out.acked_base.wrapping_add(i) % WINDOW) as usize)
         })
-        .filter(|s| s.state == SlotState::Live)
+        .filter(|s| s.state != SlotState::Free)
         .map(|s| s.sent_us)
         .reduce(|a, b| if before(a, b) { b } else { a })
 }

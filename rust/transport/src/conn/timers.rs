@@ -7,6 +7,7 @@
 use super::super::cc::Aimd;
 use super::super::path::WINDOW;
 use super::super::rtt::{Rtt, MAX_RTO_US};
+use super::super::seq::before;
 use super::super::trace::TraceEvent;
 use super::{port_for, Config, Connection, SlotState, TxPath, FAIL_AFTER_EXPIRIES, SLOTS};
 
@@ -37,7 +38,8 @@ impl<const P: usize> Connection<P> {
         // refused, or a window that shrank, since the pacer held it back
         // leaves `paced` set until the next send, and a slot in the past
         // would be a timer firing every microsecond.
-        let pacer = (self.paced && self.new_data_has_room()).then_some(self.next_send);
+        let pacer = (self.paced && self.new_data_has_room())
+            .then_some(self.next_send.saturating_sub(super::tx::PACE_SLACK_NS));
         self.next_timeout_but_pacer().into_iter().chain(pacer).min()
     }
 
@@ -88,6 +90,23 @@ impl<const P: usize> Connection<P> {
             p.expiries = 0;
             return;
         };
+        // A queue, not a loss: the connection still makes progress, but
+        // nothing sent after this packet has reached the peer yet (on any
+        // path). A sender faster than its receiver builds a queue faster
+        // than the round-trip estimate follows it, and each probe then
+        // resent a packet that was only waiting. Wait another timer: the
+        // packets ahead of it are finite (a window), and a loss shows
+        // itself as soon as a later packet arrives, or the progress stops.
+        let timer = p.timer_ns(&self.rtt, &self.cfg);
+        let order = p.slots[psn as usize % SLOTS].conn_order;
+        if self.progress_at != 0
+            && now.saturating_sub(self.progress_at) < timer
+            && !before(order, self.delivered_order)
+        {
+            self.stats.deferred_probes += 1;
+            p.deadline = Some(now + timer);
+            return;
+        }
         self.stats.timeouts += 1;
         p.stats.timeouts += 1;
         p.expiries = p.expiries.saturating_add(1);
@@ -100,7 +119,7 @@ impl<const P: usize> Connection<P> {
         p.resend.set(psn % WINDOW);
         p.slots[psn as usize % SLOTS].by_order = false;
         // The probe waits twice as long for its answer.
-        p.deadline = Some(now + 2 * p.timer_ns(&self.rtt, &self.cfg));
+        p.deadline = Some(now + 2 * timer);
         if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
