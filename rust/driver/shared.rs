@@ -346,7 +346,7 @@ impl Shared {
             return Ok(p);
         }
         let session = Session::new(random_u32(), random_u32(), now_ns(), SessionConfig::DEFAULT);
-        // About 160 KiB: virtually contiguous memory will do. Charged to the
+        // About 230 KiB: virtually contiguous memory will do. Charged to the
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
         conn.configure(conn_config(&session, &ip, self.payload));

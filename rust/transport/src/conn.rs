@@ -318,8 +318,9 @@ struct TxSlot {
     sent_us: u32,
     /// Transmission order of its latest copy over the whole connection.
     conn_order: u32,
-    /// Its latest copy is a resend (a probe or the reordering rule's): an
-    /// ACK of it may be the earlier copy's, delayed rather than lost.
+    /// Its latest copy is a resend (`send_resend`: a probe, the reordering
+    /// rule's, a failed path's, a parked packet's void copy): an ACK of it
+    /// may be an earlier copy's, delayed rather than lost.
     resent: bool,
 }
 

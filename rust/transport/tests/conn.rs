@@ -955,8 +955,9 @@ fn first_paced_flags(kbps: u32, ack_delay_ns: u32) -> u8 {
 
 #[test]
 fn the_pacers_slot_can_be_left_out_of_the_next_timeout() {
-    // 400 Mbit/s: a packet every 23 us, let go 13 us after the last with
-    // the pacer's slack: before the first probe (16 us).
+    // 400 Mbit/s: a slot every 23 us, more than the pacer's 10 us of
+    // slack (at 1 Gbit/s the slack lets the next packet go at once), and
+    // released at 13 us, before the first probe (16 us).
     let mut p = paced_at(400_000);
     let c = &mut p.hosts[0].conn;
     let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];

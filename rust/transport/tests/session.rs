@@ -560,9 +560,10 @@ proptest! {
 /// and the round trip grows from under a millisecond to tens of
 /// milliseconds faster than the estimate follows. Nothing is lost, so
 /// nothing may be resent: a probe timer that expires while packets sent
-/// before its path's oldest are still being delivered waits (it resent one
-/// packet per path, and the ACK of the late original then declared the
-/// path's whole window lost: 32 resends in the first 3 ms).
+/// before its path's oldest are still being delivered waits. Without that
+/// rule two of the four paths probed in the first 3 ms (2 resends); without
+/// the earlier-copy rule as well, the ACK of each probed packet's late
+/// original declared its path's whole 16-packet window lost (32 resends).
 #[test]
 fn a_queue_that_drops_nothing_costs_no_resends() {
     let mut net = Net::new(2, 0, 7);

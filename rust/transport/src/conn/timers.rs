@@ -38,8 +38,7 @@ impl<const P: usize> Connection<P> {
         // refused, or a window that shrank, since the pacer held it back
         // leaves `paced` set until the next send, and a slot in the past
         // would be a timer firing every microsecond.
-        let pacer = (self.paced && self.new_data_has_room())
-            .then_some(self.next_send.saturating_sub(super::tx::PACE_SLACK_NS));
+        let pacer = (self.paced && self.new_data_has_room()).then_some(self.pace_release_at());
         self.next_timeout_but_pacer().into_iter().chain(pacer).min()
     }
 
@@ -77,7 +76,7 @@ impl<const P: usize> Connection<P> {
         };
         // The oldest packet still ours to resend on this path.
         let mut oldest = None;
-        let una = p.seq.oldest_unacked().unwrap_or(0);
+        let una = p.seq.una();
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
             if !p.seq.is_acked(psn) && p.slots[psn as usize % SLOTS].state == SlotState::Live {
@@ -90,13 +89,16 @@ impl<const P: usize> Connection<P> {
             p.expiries = 0;
             return;
         };
-        // A queue, not a loss: the connection still makes progress, but
-        // nothing sent after this packet has reached the peer yet (on any
-        // path). A sender faster than its receiver builds a queue faster
-        // than the round-trip estimate follows it, and each probe then
-        // resent a packet that was only waiting. Wait another timer: the
-        // packets ahead of it are finite (a window), and a loss shows
-        // itself as soon as a later packet arrives, or the progress stops.
+        // A queue, not a loss: the connection still makes progress (on
+        // other paths: an ACK on this one re-arms its timer), but nothing
+        // sent after this packet has reached the peer yet. A sender faster
+        // than its receiver builds a queue faster than the round-trip
+        // estimate follows it, and each probe then resent a packet that was
+        // only waiting. Wait until a timer after that progress: the packets
+        // ahead of this one are finite (a window), each deferral needs new
+        // progress, and once a later packet has arrived, or the progress
+        // stops, the next expiry probes. (Either expiry, the probe's or the
+        // one that fails the path, waits so.)
         let timer = p.timer_ns(&self.rtt, &self.cfg);
         let order = p.slots[psn as usize % SLOTS].conn_order;
         if self.progress_at != 0
@@ -104,7 +106,8 @@ impl<const P: usize> Connection<P> {
             && !before(order, self.delivered_order)
         {
             self.stats.deferred_probes += 1;
-            p.deadline = Some(now + timer);
+            // Later than now: the progress was within the timer.
+            p.deadline = Some(self.progress_at + timer);
             return;
         }
         self.stats.timeouts += 1;
@@ -165,7 +168,7 @@ impl<const P: usize> Connection<P> {
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
         p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
-        let una = p.seq.oldest_unacked().unwrap_or(0);
+        let una = p.seq.una();
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
             let idx = psn % WINDOW;

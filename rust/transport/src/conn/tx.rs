@@ -27,7 +27,7 @@ const PACE_CREDIT: u64 = 4;
 /// microsecond or two, less than a timer can be relied on for; without
 /// slack each slot cost a timer and a wake-up, and a 10 Gbit/s hint held a
 /// kernel sender to ~20 Mbit/s. (Linux's fq qdisc allows the same 10 us.)
-pub(super) const PACE_SLACK_NS: u64 = 10_000;
+const PACE_SLACK_NS: u64 = 10_000;
 
 /// The time a packet of `len` payload bytes takes at `kbps`, in
 /// nanoseconds: bits / (kbit/s) = ms, times 1,000,000 (a packet's bits are
@@ -234,6 +234,12 @@ impl<const P: usize> Connection<P> {
         free(true).or_else(|| free(false))
     }
 
+    /// When the pacer lets the next new packet go: its slot, less the
+    /// slack.
+    pub(super) const fn pace_release_at(&self) -> u64 {
+        self.next_send.saturating_sub(PACE_SLACK_NS)
+    }
+
     /// Whether the connection window has room. Packets on a path whose
     /// timer expired without progress are likely gone, so they do not count
     /// (as lost packets leave TCP's pipe): the other paths keep sending.
@@ -327,7 +333,7 @@ impl<const P: usize> Connection<P> {
         if !self.conn_has_room() {
             return None;
         }
-        if self.pace_kbps > 0 && now.saturating_add(PACE_SLACK_NS) < self.next_send {
+        if self.pace_kbps > 0 && now < self.pace_release_at() {
             self.paced = true;
             return None;
         }
@@ -381,7 +387,7 @@ impl<const P: usize> Connection<P> {
             // receiver's timer (late under load, it made paced senders
             // resend packets that were not lost). Not within a burst the
             // pacer's credit allows.
-            held = self.next_send > now.saturating_add(u64::from(self.cfg.ack_delay_ns));
+            held = self.pace_release_at() > now.saturating_add(u64::from(self.cfg.ack_delay_ns));
         }
         // Ask for an ACK when nothing more is queued or this path's window
         // is full, so the sender never waits on a delayed acknowledgement.
