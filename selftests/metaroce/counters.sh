@@ -126,7 +126,9 @@ if command -v tshark >/dev/null && command -v dumpcap >/dev/null; then
 	tpid=$!
 	wait_for 30 test -s "$dir/clean.pcap" || ktap_info "dumpcap did not start"
 fi
-integrity_point "integrity, lossless" pass -n 2 -q 2 -s 256K -t 60
+# A fixed seed: the checks below want more than 100 data packets each way,
+# and the sizes a random seed draws gave A->B 94 to 393 (this seed: 393).
+integrity_point "integrity, lossless" pass -n 2 -q 2 -s 256K -t 60 -S 0x6f7b66ae221a51b2
 sleep 1
 sniff_stop clean
 [ -n "$tpid" ] && { kill -TERM "$tpid"; wait "$tpid"; }
