@@ -3,6 +3,8 @@
  * One-line wrappers of static inline functions and macros for the Rust
  * abstraction layer (see helpers.h). Each body is a single call.
  */
+#include <rdma/uverbs_ioctl.h>
+
 #include "helpers.h"
 
 bool mr_ib_device_try_get(struct ib_device *dev)
@@ -86,6 +88,11 @@ void mr_rcu_read_unlock_bh(void)
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, src, len);
+}
+
+struct ib_udata *mr_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
 }
 
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem)

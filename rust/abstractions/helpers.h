@@ -46,6 +46,8 @@ void mr_rcu_read_lock_bh(void);
 void mr_rcu_read_unlock_bh(void);
 
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len);
+/* The driver data of a uverbs call; NULL for a kernel caller (no bundle). */
+struct ib_udata *mr_attrs_udata(struct uverbs_attr_bundle *attrs);
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem);
 unsigned int mr_umem_nents(struct ib_umem *umem);
 struct page *mr_sg_page_iter_page(struct sg_page_iter *piter);

@@ -9,15 +9,20 @@
 # - tools/integrity/limits-check: no more PDs, CQs and SRQs than
 #   ibv_query_device reports, with ENOMEM at the edge and the room of a
 #   destroyed one given back.
+# - tools/integrity/udata-check: raw uverbs commands (ALLOC_PD, CREATE_CQ,
+#   RESIZE_CQ, REG_MR) carrying driver data that MetaRoCE's ABI does not
+#   define are refused with EINVAL; without it they succeed.
 # The same runs on rdma_rxe in the same boot, for comparison. rdma-core's rxe
 # provider has no rereg_mr (its kernel driver changes PD and rights only), so
 # a rereg-check check that fails on rxe with EOPNOTSUPP is reported as TODO;
 # rxe's maxima are above what limits-check creates (SKIP). Any other rxe
-# failure fails.
+# failure fails. rdma_rxe's ABI defines driver data of its own (it wants a
+# response buffer for CQs, for one), so any udata-check failure on rxe is a
+# TODO.
 #
 # Needs the rdma-core build with the MetaRoCE provider (make provider) and
-# the tools (make -C tools/integrity); REREG_CHECK and LIMITS_CHECK name
-# other binaries.
+# the tools (make -C tools/integrity); REREG_CHECK, LIMITS_CHECK and
+# UDATA_CHECK name other binaries.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
@@ -25,14 +30,15 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 rereg=${REREG_CHECK:-$top/tools/integrity/rereg-check}
 limits=${LIMITS_CHECK:-$top/tools/integrity/limits-check}
-verbs_tools_needs "$rereg" "$limits"
+udata=${UDATA_CHECK:-$top/tools/integrity/udata-check}
+verbs_tools_needs "$rereg" "$limits" "$udata"
 require_tools ip rdma ss
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
 
 logs=$(mktemp -d)
 trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 # (No process substitution: the test VM has no /dev/fd.)
-names=($("$rereg" -l) $("$limits" -l))
+names=($("$rereg" -l) $("$limits" -l) $("$udata" -l))
 per_type=$((1 + ${#names[@]}))
 
 # What rdma_rxe does otherwise: rdma-core's rxe provider has no rereg_mr, so
@@ -43,6 +49,7 @@ rxe_rereg="^[a-z_]+: ibv_rereg_mr [^:]*: Operation not supported(, want .*)?$"
 type_points() {
 	check_tool_points "$1" "$rereg" "$logs" "$rxe_rereg"
 	check_tool_points "$1" "$limits" "$logs"
+	check_tool_points "$1" "$udata" "$logs" "."
 }
 
 ktap_plan $(($(fabric_types) * per_type))

@@ -75,9 +75,12 @@ impl<T: DeviceOps> VerbsAdapter<T> {
     pub(super) unsafe extern "C" fn create_cq(
         cq: *mut bindings::ib_cq,
         attr: *const bindings::ib_cq_init_attr,
-        _attrs: *mut bindings::uverbs_attr_bundle,
+        attrs: *mut bindings::uverbs_attr_bundle,
     ) -> c_int {
         from_result(|| {
+            // SAFETY: `attrs` is null (a kernel caller) or the call's valid
+            // bundle; the helper only takes the address of its member.
+            no_input(unsafe { bindings::mr_attrs_udata(attrs) })?;
             // SAFETY: The core passes valid pointers.
             let (dev, cqe, flags) =
                 unsafe { (Self::dev((*cq).device), (*attr).cqe, (*attr).flags) };
