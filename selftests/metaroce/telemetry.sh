@@ -180,9 +180,8 @@ name="the lossy path resent or moved more than any other path"
 # follows it, and those probes and moves can outnumber the lossy path's.
 # That is a known fault (Documentation/performance.md, "Probes with nothing
 # lost"), reported as TODO there; with no such timeout this point must hold.
-calm=$(awk '$1 == "path" { for (i = 3; i < NF; i += 2) if ($i == "timeouts") s += $(i + 1) }
-	END { print s + 0 }' "$dir/b1")
-ktap_info "the lossless run timed out $calm probes over all paths"
+calm=$(sum_paths "$dir/b1" timeouts)
+ktap_info "the lossless run timed out $calm probes, moved $(sum_paths "$dir/b1" moves) times and relocated $(sum_paths "$dir/b1" relocated) packets over all paths"
 if [ "$lossy" -gt 0 ] && [ "$lossy" -ge "$most" ]; then
 	ktap_ok "$name"
 elif [ "$calm" -gt 0 ]; then
