@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * One-line wrappers of static inline functions and macros for the Rust
- * abstraction layer (see helpers.h). Each body is a single call.
+ * Wrappers of static inline functions, macros and struct members for the
+ * Rust abstraction layer (see helpers.h). Each body is a single expression.
  */
 #include <rdma/uverbs_ioctl.h>
 

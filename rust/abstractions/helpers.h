@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * One-line wrappers of static inline functions and macros that bindgen cannot
- * turn into callable symbols. No logic lives here: each body is one call.
+ * Wrappers of static inline functions, macros and struct members that
+ * bindgen cannot turn into callable symbols or fields. No logic lives here:
+ * each body is a single expression.
  */
 #ifndef METAROCE_HELPERS_H
 #define METAROCE_HELPERS_H

@@ -4,10 +4,11 @@
  * not define. MetaRoCE's ABI (uapi/rdma/metaroce-abi.h) defines none for
  * ALLOC_PD, CREATE_CQ, RESIZE_CQ and REG_MR, so each of these, sent as a raw
  * uverbs write() command on the device's command file with 8 bytes of
- * driver data after the request, must fail with EINVAL and create nothing;
- * the same request without them must succeed (the control, which shows the
- * refusal is the driver data's). libibverbs never sends such data itself,
- * so only a raw command reaches these checks.
+ * driver data after the request, must fail with EINVAL; the same request
+ * without them must succeed (the control, which shows the refusal is the
+ * driver data's). The MetaRoCE provider sends no such data, so only a raw
+ * command reaches these checks. (That a refused call left no object behind
+ * is not checked here.)
  *
  *   udata-check -d DEVICE [-g GID_INDEX] [-v]
  *   udata-check -l          (the names of the checks, in order)
@@ -34,6 +35,7 @@ static const char *const checks[] = {
 	"cq_driver_data_refused",
 	"cq_without_driver_data",
 	"resize_cq_driver_data_refused",
+	"resize_cq_without_driver_data",
 	"mr_driver_data_refused",
 	"mr_without_driver_data",
 };
@@ -55,8 +57,9 @@ static int command(uint32_t cmd, const void *req, size_t len, size_t resp_len,
 	size_t total = sizeof(hdr) + len + (extra_data ? EXTRA : 0);
 	ssize_t n;
 
-	if (len > 128)
-		die("command %u: a request of %zu bytes", cmd, len);
+	if (len > 128 || total % 4 || resp_len % 4)
+		die("command %u: a request of %zu bytes, a response of %zu",
+		    cmd, len, resp_len);
 	hdr.in_words = total / 4;
 	hdr.out_words = resp_len / 4;
 	memcpy(buf, &hdr, sizeof(hdr));
@@ -204,24 +207,26 @@ int main(int argc, char **argv)
 	expect(checks[3], rc, 0);
 	if (!rc) {
 		expect(checks[4], resize_cq(cq, true), EINVAL);
+		expect(checks[5], resize_cq(cq, false), 0);
 		destroy_cq(cq);
 	} else {
 		check_result(checks[4], "no CQ to resize");
+		check_result(checks[5], "no CQ to resize");
 	}
 
 	if (havepd) {
 		rc = reg_mr(pd, buf, len, true, &h);
-		expect(checks[5], rc, EINVAL);
+		expect(checks[6], rc, EINVAL);
 		if (!rc)
 			dereg_mr(h);
 		rc = reg_mr(pd, buf, len, false, &mr);
-		expect(checks[6], rc, 0);
+		expect(checks[7], rc, 0);
 		if (!rc)
 			dereg_mr(mr);
 		dealloc_pd(pd);
 	} else {
-		check_result(checks[5], "no PD to register in");
 		check_result(checks[6], "no PD to register in");
+		check_result(checks[7], "no PD to register in");
 	}
 
 	ibv_close_device(dev.ctx);

@@ -39,8 +39,10 @@ struct metaroce_alloc_ucontext_resp {
 };
 
 /*
- * CREATE_CQ, CREATE_QP, REG_MR, ALLOC_PD, CREATE_AH: no driver data in
- * either direction; the kernel refuses a request that carries any.
+ * Every other call: no driver data in either direction. The kernel refuses
+ * (EINVAL) a request that carries any in ALLOC_CONTEXT, ALLOC_PD, CREATE_CQ,
+ * RESIZE_CQ, CREATE_QP, MODIFY_QP, CREATE_SRQ, MODIFY_SRQ, REG_MR, REREG_MR,
+ * CREATE_AH and QUERY_DEVICE, and writes none back.
  */
 
 #endif /* METAROCE_ABI_USER_H */
