@@ -82,6 +82,17 @@ static void expect(const char *name, int rc, int want)
 			     want ? strerror(want) : "success");
 }
 
+/* COMMAND without driver data, releasing an object: a failure ends the run
+ * (WHAT names the command). */
+static void release(const char *what, uint32_t cmd, const void *req,
+		    size_t len, size_t resp_len)
+{
+	int rc = command(cmd, req, len, resp_len, false);
+
+	if (rc)
+		die("%s: %s", what, strerror(rc));
+}
+
 static int alloc_pd(bool extra, uint32_t *handle)
 {
 	struct ib_uverbs_alloc_pd_resp resp = {};
@@ -96,11 +107,8 @@ static int alloc_pd(bool extra, uint32_t *handle)
 static void dealloc_pd(uint32_t handle)
 {
 	struct ib_uverbs_dealloc_pd req = { .pd_handle = handle };
-	int rc = command(IB_USER_VERBS_CMD_DEALLOC_PD, &req, sizeof(req), 0,
-			 false);
 
-	if (rc)
-		die("DEALLOC_PD: %s", strerror(rc));
+	release("DEALLOC_PD", IB_USER_VERBS_CMD_DEALLOC_PD, &req, sizeof(req), 0);
 }
 
 static int create_cq(bool extra, uint32_t *handle)
@@ -138,11 +146,9 @@ static void destroy_cq(uint32_t handle)
 		.response = (uintptr_t)&resp,
 		.cq_handle = handle,
 	};
-	int rc = command(IB_USER_VERBS_CMD_DESTROY_CQ, &req, sizeof(req),
-			 sizeof(resp), false);
 
-	if (rc)
-		die("DESTROY_CQ: %s", strerror(rc));
+	release("DESTROY_CQ", IB_USER_VERBS_CMD_DESTROY_CQ, &req, sizeof(req),
+		sizeof(resp));
 }
 
 static int reg_mr(uint32_t pd, void *buf, size_t len, bool extra,
@@ -167,11 +173,8 @@ static int reg_mr(uint32_t pd, void *buf, size_t len, bool extra,
 static void dereg_mr(uint32_t handle)
 {
 	struct ib_uverbs_dereg_mr req = { .mr_handle = handle };
-	int rc = command(IB_USER_VERBS_CMD_DEREG_MR, &req, sizeof(req), 0,
-			 false);
 
-	if (rc)
-		die("DEREG_MR: %s", strerror(rc));
+	release("DEREG_MR", IB_USER_VERBS_CMD_DEREG_MR, &req, sizeof(req), 0);
 }
 
 int main(int argc, char **argv)
