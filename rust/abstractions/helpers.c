@@ -323,6 +323,21 @@ void *mr_net_generic(const struct net *net, unsigned int id)
 	return net_generic(net, id);
 }
 
+int mr_dst_cache_init(struct dst_cache *dc)
+{
+	return dst_cache_init(dc, GFP_KERNEL_ACCOUNT);
+}
+
+void mr_dst_cache_set_ip4(struct dst_cache *dc, struct rtable *rt, __be32 saddr)
+{
+	dst_cache_set_ip4(dc, &rt->dst, saddr);
+}
+
+void mr_dst_cache_reset(struct dst_cache *dc)
+{
+	dst_cache_reset(dc);
+}
+
 unsigned int mr_rt_headroom(struct rtable *rt)
 {
 	return LL_RESERVED_SPACE(rt->dst.dev);

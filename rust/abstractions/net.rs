@@ -46,6 +46,11 @@ pub(crate) trait UdpHandler: Send + Sync + 'static {
     fn owns(&self, pkt: &RxPacket<'_>) -> bool;
     /// Handles one datagram, in softirq context; it is freed afterwards.
     fn receive(&self, pkt: &RxPacket<'_>);
+    /// The port closed (its namespace is going away) and nothing is being
+    /// sent through it any more: the handler lets go of the namespace's
+    /// routes it caches ([`RouteCache::clear`]), which must not outlive the
+    /// namespace. Process context.
+    fn port_closed(&self);
 }
 
 /// The MetaRoCE UDP port of one network namespace, shared by the devices in
@@ -183,20 +188,119 @@ impl Drop for Route {
     }
 }
 
+/// The route of one flow (a destination and a UDP source port: under a
+/// multipath route each source port may take its own link), cached by the
+/// kernel's `dst_cache` in an entry per CPU. The kernel checks a cached
+/// route at each use: a change of the routing tables makes it obsolete
+/// (its generation no longer matches), and a device that goes away takes
+/// its routes with it; either way the datagram is routed afresh and the
+/// new route cached. A cache serves the flows of one [`NetPort`] (the
+/// namespace the routes belong to); another flow (a path that moved to a
+/// new source port) empties it first. One whose per-CPU memory could not be
+/// allocated caches nothing.
+///
+/// # Invariants
+///
+/// `dc` was set up by `dst_cache_init` (its per-CPU pointer null if that
+/// failed) and is destroyed only by `drop`.
+pub(crate) struct RouteCache {
+    dc: bindings::dst_cache,
+    /// The flow whose route the entries hold, if any: destination, source
+    /// port, and the device a scoped destination was reached through.
+    flow: Option<(IpAddr, u16, Option<i32>)>,
+}
+
+// SAFETY: `dst_cache` is meant to be used from any CPU (its entries are per
+// CPU, each used with bottom halves disabled); the pointer it holds is its
+// own per-CPU memory, which may be freed from any thread.
+unsafe impl Send for RouteCache {}
+
+impl RouteCache {
+    /// An empty cache (process context). Without memory for its per-CPU
+    /// entries it still works, caching nothing.
+    pub(crate) fn new() -> Self {
+        let mut dc = bindings::dst_cache::default();
+        // SAFETY: `dc` is a zeroed `dst_cache`, ours; on failure its per-CPU
+        // pointer stays null, which every `dst_cache_*` call accepts.
+        let _ = unsafe { bindings::mr_dst_cache_init(&mut dc) };
+        // INVARIANT: Set up just above.
+        Self { dc, flow: None }
+    }
+
+    /// Makes the cache `flow`'s, emptying it if it held another's.
+    fn select(&mut self, flow: (IpAddr, u16, Option<i32>), _bh: &RcuBh) {
+        if self.flow != Some(flow) {
+            // SAFETY: Set up (type invariant); entries older than this are
+            // dropped at their next use.
+            unsafe { bindings::mr_dst_cache_reset(&mut self.dc) };
+            self.flow = Some(flow);
+        }
+    }
+
+    /// Releases the routes it holds now (rather than at their next use).
+    /// No datagram may be using the cache: the caller excludes senders (the
+    /// lock the cache lives under).
+    pub(crate) fn clear(&mut self) {
+        // SAFETY: Set up (type invariant); `&mut self`: no sender uses it.
+        unsafe { bindings::dst_cache_reset_now(&mut self.dc) };
+        self.flow = None;
+    }
+
+    /// The cached IPv4 route, held, with its source address.
+    fn get4(&mut self, _bh: &RcuBh) -> Option<(*mut bindings::rtable, u32)> {
+        let mut saddr = 0;
+        // SAFETY: Set up (type invariant); bottom halves are disabled
+        // (`_bh`), as the per-CPU entries want. A route returned is held
+        // for the caller.
+        let rt = unsafe { bindings::dst_cache_get_ip4(&mut self.dc, &mut saddr) };
+        (!rt.is_null()).then_some((rt, saddr))
+    }
+
+    /// Caches `rt` (held by the caller; the cache takes its own reference).
+    fn set4(&mut self, rt: *mut bindings::rtable, saddr: u32, _bh: &RcuBh) {
+        // SAFETY: As in `get4`; `rt` is a valid route.
+        unsafe { bindings::mr_dst_cache_set_ip4(&mut self.dc, rt, saddr) };
+    }
+
+    /// The cached IPv6 route, held, with its source address.
+    fn get6(&mut self, _bh: &RcuBh) -> Option<(*mut bindings::dst_entry, bindings::in6_addr)> {
+        let mut saddr = bindings::in6_addr::default();
+        // SAFETY: As in `get4`.
+        let dst = unsafe { bindings::dst_cache_get_ip6(&mut self.dc, &mut saddr) };
+        (!dst.is_null()).then_some((dst, saddr))
+    }
+
+    /// Caches `dst` (held by the caller; the cache takes its own reference).
+    fn set6(&mut self, dst: *mut bindings::dst_entry, saddr: &bindings::in6_addr, _bh: &RcuBh) {
+        // SAFETY: As in `get4`; `dst` is a valid IPv6 route.
+        unsafe { bindings::dst_cache_set_ip6(&mut self.dc, dst, saddr) };
+    }
+}
+
+impl Drop for RouteCache {
+    fn drop(&mut self) {
+        // SAFETY: Set up (type invariant), destroyed once; this releases the
+        // routes it holds and frees its per-CPU memory.
+        unsafe { bindings::dst_cache_destroy(&mut self.dc) };
+    }
+}
+
 impl<H: UdpHandler> NetPort<H> {
     /// Stops sending and receiving: the namespace is going away. Returns
     /// the sockets (null: none), now the caller's: no new sender can load
     /// them, but one already inside an RCU read-side critical section may
-    /// still use them until a grace period has passed.
-    fn close(&self) -> [*mut bindings::sock; 2] {
-        self.devs.lock().clear();
+    /// still use them until a grace period has passed. And the devices that
+    /// were attached, to be told once it has ([`UdpHandler::port_closed`]).
+    fn close(&self) -> ([*mut bindings::sock; 2], KVec<Arc<H>>) {
+        let devs = core::mem::take(&mut *self.devs.lock());
         // INVARIANT: Cleared, not replaced; the caller, which owns the
         // sockets from here on, waits for a grace period before releasing
         // them (`NetPorts::pre_exit`).
-        [
+        let socks = [
             self.sk.swap(null_mut(), Ordering::AcqRel),
             self.sk6.swap(null_mut(), Ordering::AcqRel),
-        ]
+        ];
+        (socks, devs)
     }
 
     /// The IPv6 socket (`v6`) or the IPv4 one, if the port has it, for use
@@ -223,7 +327,9 @@ impl<H: UdpHandler> NetPort<H> {
     /// lookup, `fill`, transmission) is one RCU read-side critical section
     /// with bottom halves disabled, in which the socket loaded at its start
     /// stays open (see [`NetPort`]); so `fill` must not sleep (it may take
-    /// the caller's spinlocks).
+    /// the caller's spinlocks). With `cache`, the route is taken from it
+    /// when it holds a valid one for this flow, and cached there otherwise.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send(
         &self,
         daddr: IpAddr,
@@ -232,17 +338,21 @@ impl<H: UdpHandler> NetPort<H> {
         header: &[u8],
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result,
+        mut cache: Option<&mut RouteCache>,
     ) -> Result<(), TxError> {
         let dport = crate::transport::framing::UDP_PORT;
         // Only these are scoped to the device's link; the rest is routed.
         let oif = (daddr.is_link_local() || daddr.is_multicast()).then_some(oif);
         let rcu = RcuBh::new();
+        if let Some(c) = cache.as_deref_mut() {
+            c.select((daddr, sport, oif), &rcu);
+        }
         // The socket is loaded once: the route is looked up for it and the
         // datagram sent on it.
         let (sk, route) = match daddr.v4() {
             Some(v4) => {
                 let sk = self.sock(false, &rcu).ok_or(TxError::Closed)?;
-                (sk, Self::route4(sk, v4, oif, sport, dport)?)
+                (sk, Self::route4(sk, v4, oif, sport, dport, cache, &rcu)?)
             }
             None => {
                 let Some(sk) = self.sock(true, &rcu) else {
@@ -252,7 +362,10 @@ impl<H: UdpHandler> NetPort<H> {
                         Some(_) => TxError::NoRoute,
                     });
                 };
-                (sk, Self::route6(sk, &daddr, oif, sport, dport)?)
+                (
+                    sk,
+                    Self::route6(sk, &daddr, oif, sport, dport, cache, &rcu)?,
+                )
             }
         };
         let total = header.len() + payload_len;
@@ -284,7 +397,7 @@ impl<H: UdpHandler> NetPort<H> {
 
     /// The IPv4 route to `daddr` for a datagram between the two ports, from
     /// the namespace of `sk` (the IPv4 socket), through net device `oif` if
-    /// given.
+    /// given: `cache`'s if it holds a valid one (`cache` is this flow's).
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
     fn route4(
@@ -293,7 +406,16 @@ impl<H: UdpHandler> NetPort<H> {
         oif: Option<i32>,
         sport: u16,
         dport: u16,
+        mut cache: Option<&mut RouteCache>,
+        rcu: &RcuBh,
     ) -> Result<Route, TxError> {
+        if let Some((rt, saddr)) = cache.as_deref_mut().and_then(|c| c.get4(rcu)) {
+            return Ok(Route::V4 {
+                rt,
+                saddr,
+                daddr: u32::from_ne_bytes(daddr),
+            });
+        }
         let mut fl = bindings::flowi4::default();
         fl.daddr = u32::from_ne_bytes(daddr);
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
@@ -307,6 +429,9 @@ impl<H: UdpHandler> NetPort<H> {
         if unsafe { bindings::mr_is_err(rt.cast()) } {
             return Err(TxError::NoRoute);
         }
+        if let Some(c) = cache {
+            c.set4(rt, fl.saddr, rcu);
+        }
         Ok(Route::V4 {
             rt,
             saddr: fl.saddr,
@@ -316,7 +441,8 @@ impl<H: UdpHandler> NetPort<H> {
 
     /// The IPv6 route to `daddr` for a datagram between the two ports, from
     /// `sk` (the IPv6 socket), through net device `oif` if given, with the
-    /// source address the stack chose.
+    /// source address the stack chose: `cache`'s if it holds a valid one
+    /// (`cache` is this flow's).
     // Its C structures are filled field by field, as their C users fill them.
     #[allow(clippy::field_reassign_with_default)]
     fn route6(
@@ -325,7 +451,18 @@ impl<H: UdpHandler> NetPort<H> {
         oif: Option<i32>,
         sport: u16,
         dport: u16,
+        mut cache: Option<&mut RouteCache>,
+        rcu: &RcuBh,
     ) -> Result<Route, TxError> {
+        if let Some((dst, saddr)) = cache.as_deref_mut().and_then(|c| c.get6(rcu)) {
+            let mut d = bindings::in6_addr::default();
+            d.in6_u.u6_addr8 = daddr.0;
+            return Ok(Route::V6 {
+                dst,
+                saddr,
+                daddr: d,
+            });
+        }
         let mut fl = bindings::flowi6::default();
         fl.daddr.in6_u.u6_addr8 = daddr.0;
         (fl.__fl_common.flowic_proto, fl.uli.ports) = udp_flow(sport, dport);
@@ -339,6 +476,9 @@ impl<H: UdpHandler> NetPort<H> {
         // SAFETY: Checking an error pointer.
         if unsafe { bindings::mr_is_err(dst.cast()) } {
             return Err(TxError::NoRoute);
+        }
+        if let Some(c) = cache {
+            c.set6(dst, &fl.saddr, rcu);
         }
         Ok(Route::V6 {
             dst,
@@ -620,8 +760,8 @@ impl<H: UdpHandler> NetPorts<H> {
         unsafe { bindings::rtnl_lock() };
         // SAFETY: The namespace still has its slot.
         let raw = unsafe { *Self::slot(net) };
-        let socks = if raw.is_null() {
-            [null_mut(); 2]
+        let (socks, devs) = if raw.is_null() {
+            ([null_mut(); 2], KVec::new())
         } else {
             // SAFETY: The slot's reference keeps the port live.
             unsafe { (*raw).close() }
@@ -650,6 +790,12 @@ impl<H: UdpHandler> NetPorts<H> {
             // ended, since `synchronize_rcu` returned: nothing uses the
             // socket any more, and no sender can load it again.
             unsafe { bindings::udp_tunnel_sock_release(sk) };
+        }
+        // No sender is inside the port any more, and none gets past its
+        // closed sockets to a route cache: the devices' cached routes of
+        // this namespace can go, before the namespace does.
+        for dev in devs.iter() {
+            dev.port_closed();
         }
     }
 

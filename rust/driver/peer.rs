@@ -16,7 +16,7 @@ use super::{
     state::{Conn, Peer, PeerInner, PeerNode, QpShared, Shared, PATHS},
 };
 use crate::abstractions::{
-    net::RxPacket,
+    net::{RouteCache, RxPacket},
     timer::{now_ns, TimerHandler},
     trace::PeerTrace,
     types::{IpAddr, WcStatus},
@@ -98,7 +98,8 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
 
 impl Shared {
     /// Sends one datagram to `dest` through the device's port: the way out of
-    /// every peer connection.
+    /// every peer connection. `route` caches the route of the datagram's
+    /// path (none for a datagram outside the paths).
     fn send(
         &self,
         dest: IpAddr,
@@ -106,11 +107,12 @@ impl Shared {
         hdr: &[u8],
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result,
+        route: Option<&mut RouteCache>,
     ) {
         let port = self.port.lock().clone();
         if let Some(p) = port {
             // A datagram that cannot be sent is a loss; the transport recovers.
-            let _ = p.send(dest, self.ifindex, sport, hdr, len, fill);
+            let _ = p.send(dest, self.ifindex, sport, hdr, len, fill, route);
         }
     }
 }
@@ -168,7 +170,7 @@ impl Peer {
             };
             if let Some(h) = buf.get(..n) {
                 bump(&self.dev.counters.hellos);
-                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()));
+                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()), None);
             }
         }
     }
@@ -320,12 +322,16 @@ impl Peer {
             };
             if let Some(t) = t {
                 let Some(h) = hdr.get(..t.len) else { break };
+                // Our paths' routes first, then those of the peer's paths
+                // we acknowledge (from the peer's ports).
+                let flow = usize::from(t.path) + if t.reverse { PATHS } else { 0 };
+                let route = ps.routes.get_mut(flow);
                 let Some(seg) = t.payload else {
-                    self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()));
+                    self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()), route);
                     continue;
                 };
                 // The packet's stream names the peer's QP; ours is its peer.
-                let Some(qp) = ps.by_dest(seg.stream >> 1) else {
+                let Some(qp) = ps.by_dest.get(&(seg.stream >> 1)).cloned() else {
                     continue;
                 };
                 let st = qp.st.lock();
@@ -336,23 +342,35 @@ impl Peer {
                         continue;
                     };
                     let access = st.access;
-                    self.dev
-                        .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                    self.dev.send(
+                        self.ip,
+                        t.sport,
+                        h,
+                        usize::from(seg.len),
+                        |buf| {
                             let r =
                                 gather_response(o, pd, access, &tables.lock().mrs, seg.offset, buf);
                             unreadable = r.is_err();
                             r
-                        });
+                        },
+                        route,
+                    );
                 } else {
                     let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else {
                         continue;
                     };
-                    self.dev
-                        .send(self.ip, t.sport, h, usize::from(seg.len), |buf| {
+                    self.dev.send(
+                        self.ip,
+                        t.sport,
+                        h,
+                        usize::from(seg.len),
+                        |buf| {
                             let r = gather(e, pd, &tables.lock().mrs, seg.offset, buf);
                             unreadable = r.is_err();
                             r
-                        });
+                        },
+                        route,
+                    );
                 }
                 drop(st);
                 if unreadable {

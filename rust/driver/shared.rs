@@ -14,11 +14,11 @@ use super::{
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
-    state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables},
+    state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables, PATHS},
 };
 use crate::abstractions::{
     memory::Translation,
-    net::{random_u32, NetPort, RxPacket, UdpHandler},
+    net::{random_u32, NetPort, RouteCache, RxPacket, UdpHandler},
     ops::ResAttrs,
     timer::{now_ns, Timer},
     types::{Access, IpAddr, MrKeys, WcStatus},
@@ -284,6 +284,9 @@ impl Shared {
     /// counted as a sender no longer does.
     fn kill(&self, ps: &mut PeerInner) {
         ps.dead = true;
+        // A dead connection sends nothing: its routes go now, not with its
+        // last reference (they must not outlive their namespace).
+        ps.routes.iter_mut().for_each(RouteCache::clear);
         if ps.session.close() {
             self.senders.fetch_sub(1, Relaxed);
         }
@@ -350,6 +353,10 @@ impl Shared {
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
         conn.configure(conn_config(&session, &ip, self.payload));
+        let mut routes = KVec::with_capacity(2 * PATHS, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..2 * PATHS {
+            routes.push(RouteCache::new(), GFP_KERNEL_ACCOUNT)?;
+        }
         let node = Timer::new_arc(
             Peer {
                 ip,
@@ -374,6 +381,7 @@ impl Shared {
                             answered_at: 0,
                             answered_after: 0,
                             dead: false,
+                            routes,
                         },
                         "metaroce_peer"
                     ),
@@ -447,6 +455,36 @@ impl Shared {
 }
 
 impl UdpHandler for Shared {
+    fn port_closed(&self) {
+        // A connection that left the table was killed, which let go of its
+        // routes; one set up from here on finds the port closed and caches
+        // nothing. The rest are visited without the table lock (a leaf).
+        match self.peers() {
+            Ok(peers) => peers
+                .iter()
+                .for_each(|p| p.st.lock().routes.iter_mut().for_each(RouteCache::clear)),
+            // Without room for the list, one at a time in the order of
+            // their addresses (a connection's key), which connections that
+            // come and go meanwhile do not disturb (an index would).
+            Err(_) => {
+                let mut after = None;
+                loop {
+                    let next = self
+                        .tables
+                        .lock()
+                        .peers
+                        .iter()
+                        .filter(|p| after.is_none_or(|a| p.ip > a))
+                        .min_by_key(|p| p.ip)
+                        .cloned();
+                    let Some(p) = next else { break };
+                    p.st.lock().routes.iter_mut().for_each(RouteCache::clear);
+                    after = Some(p.ip);
+                }
+            }
+        }
+    }
+
     fn owns(&self, pkt: &RxPacket<'_>) -> bool {
         let Some((ptype, conn)) = wire::peek(pkt.payload) else {
             return false;

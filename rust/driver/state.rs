@@ -41,7 +41,7 @@ use super::{
 };
 use crate::abstractions::{
     memory::KernelMemory,
-    net::NetPort,
+    net::{NetPort, RouteCache},
     sync::{SpinLockBh, SpinLockIrq},
     timer::Timer,
     trace::PeerTrace,
@@ -209,6 +209,11 @@ pub(super) struct PeerInner {
     pub(super) answered_at: u64,
     pub(super) answered_after: u64,
     pub(super) dead: bool,
+    /// The route of each flow the connection sends on, so that a packet is
+    /// not routed afresh while the routing tables stay the same: our paths
+    /// by number, then the peer's paths whose ACKs go from the peer's ports
+    /// (`Transmit::reverse`).
+    pub(super) routes: KVec<RouteCache>,
 }
 
 /// A queue pair's state, shared by its verbs object (`Qp`, qp.rs) and the

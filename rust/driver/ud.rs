@@ -187,6 +187,8 @@ impl QpShared {
                     }
                     None => self.gather_datagram(wr, buf),
                 },
+                // A datagram's destination changes from one to the next.
+                None,
             ),
             // A device going away has no port: lost, as a datagram may be.
             _ => Err(TxError::Closed),

@@ -22,10 +22,11 @@
 # sampling, written as OUT/perf-POINT-TRANSPORT-REPEAT.txt; needs perf, and
 # the server waits on perf's start, so the figures are not the plain ones),
 # BENCH_BASE_KO (a metaroce.ko of another revision, built for this kernel:
-# the latency point is also run alternating that module and this one, each
-# loaded in turn into this boot, as points "write_lat base" and "write_lat
-# this"; boot-to-boot drift, which moves latency by a third under TCG, then
-# hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
+# the latency point and lossless ib_write_bw are also run alternating that
+# module and this one, each loaded in turn into this boot, as points
+# "write_lat base", "write_lat this", "write_bw base" and "write_bw this"
+# (each only if BENCH_FILTER, when given, matches its name); boot-to-boot
+# drift, which moves latency by a third under TCG, then hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where
 # the CPU and not the link would limit; Documentation/performance.md),
@@ -220,9 +221,13 @@ netem_clear
 point "write_lat" lat ib_write_lat -s 2 -n 500
 devices_down
 # A/B: this module against BENCH_BASE_KO, loaded in turn.
-if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
-	grep -qE -e "$BENCH_FILTER" <<<"write_lat"; }; then
-	echo "# A/B: write_lat, $BENCH_BASE_KO against this module, alternating"
+# ab_wanted NAME: whether the A/B point NAME (base or this) is to run.
+ab_wanted() {
+	[ -z "${BENCH_FILTER:-}" ] || grep -qE -e "$BENCH_FILTER" <<<"$1 base" ||
+		grep -qE -e "$BENCH_FILTER" <<<"$1 this"
+}
+if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw; }; then
+	echo "# A/B: $BENCH_BASE_KO against this module, alternating"
 	for ((r = 1; r <= repeat; r++)); do
 		# ABBA: neither module always goes first.
 		order="base this"
@@ -239,7 +244,12 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { [ -z "${BENCH_FILTER:-}" ] ||
 				devices_down
 				break 2
 			}
-			run_once "write_lat $which" metaroce lat ib_write_lat "$r" -s 2 -n 500
+			if ab_wanted write_lat; then
+				run_once "write_lat $which" metaroce lat ib_write_lat "$r" -s 2 -n 500
+			fi
+			if ab_wanted write_bw; then
+				run_once "write_bw $which" metaroce bw ib_write_bw "$r" "${bw[@]}"
+			fi
 			devices_down
 		done
 	done

@@ -552,6 +552,33 @@ fn a_replayed_packet_moves_neither_the_ack_port_nor_the_rtt_echo() {
     assert_eq!(port, 50_001, "the ACKs did not follow the resend");
 }
 
+/// The flow a transmission belongs to, which the kernel caches its route
+/// by (`Transmit::reverse`): data goes on one of our paths, from its port;
+/// an ACK goes on the peer's path, from the port the peer's data came by.
+/// The two share path numbers but not ports, so they must not share a route.
+#[test]
+fn an_ack_is_sent_on_the_peers_flow_and_data_on_ours() {
+    let (a, b) = config_pair(4, 1024);
+    let mut rx = Conn::new(a);
+    let mut tx = Conn::new(b);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    tx.post(workload(1, 1, &[100])[0]).unwrap();
+    let t = tx.poll_transmit(SECOND, &mut hdr).unwrap();
+    assert!(t.payload.is_some());
+    assert!(!t.reverse, "data goes on one of our paths");
+    let pkt = datagram(&hdr, &t);
+    let peer_port = 50_123;
+    assert!(matches!(
+        rx.on_datagram(SECOND, &pkt, peer_port, false),
+        Ok(Received::Data(..))
+    ));
+    let ack = rx.poll_transmit(SECOND, &mut hdr).unwrap();
+    assert!(matches!(wire::decode(&hdr[..ack.len]), Ok(Packet::Ack(_))));
+    assert!(ack.reverse, "an ACK goes on the peer's path");
+    assert_eq!(ack.path, t.path);
+    assert_eq!(ack.sport, peer_port);
+}
+
 /// A receiver and a sender over `paths` paths, and the sender's first data
 /// packet (100 bytes of payload, sent at 1 s) with its source port.
 fn first_packet(paths: u16) -> (Conn, Conn, Vec<u8>, u16) {

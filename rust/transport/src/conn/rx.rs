@@ -455,6 +455,7 @@ impl<const P: usize> Connection<P> {
         Some(Transmit {
             path: nak.common.path,
             sport,
+            reverse: true,
             len,
             payload: None,
         })
@@ -499,6 +500,7 @@ impl<const P: usize> Connection<P> {
         Some(Transmit {
             path: i as u16,
             sport: rx.sport,
+            reverse: true,
             len,
             payload: None,
         })

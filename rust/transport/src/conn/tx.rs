@@ -156,6 +156,7 @@ impl<const P: usize> Connection<P> {
         Some(Transmit {
             path: path as u16,
             sport: self.tx.get(path)?.sport,
+            reverse: false,
             len: hlen,
             payload: (len > 0).then_some(Segment {
                 stream: m.msg.stream,
