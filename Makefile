@@ -112,7 +112,8 @@ check-stock:
 # perftest on the direct and multiplane topologies; table, CSV and PNG in
 # out/bench-DATE/ (Documentation/performance.md). BENCH_REPEAT=N (default 3),
 # BENCH_FILTER=REGEX (only matching points), BENCH_BASE_KO=PATH (the latency
-# point also against another revision's module, alternating in the same boot).
+# point and lossless write_bw also against another revision's module,
+# alternating in the same boot).
 bench:
 	scripts/bench.sh
 

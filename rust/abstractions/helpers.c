@@ -323,19 +323,29 @@ void *mr_net_generic(const struct net *net, unsigned int id)
 	return net_generic(net, id);
 }
 
-int mr_dst_cache_init(struct dst_cache *dc)
+struct dst_entry *mr_dst_check(struct dst_entry *dst, u32 cookie)
 {
-	return dst_cache_init(dc, GFP_KERNEL_ACCOUNT);
+	return dst_check(dst, cookie);
 }
 
-void mr_dst_cache_set_ip4(struct dst_cache *dc, struct rtable *rt, __be32 saddr)
+void mr_dst_hold(struct dst_entry *dst)
 {
-	dst_cache_set_ip4(dc, &rt->dst, saddr);
+	dst_hold(dst);
 }
 
-void mr_dst_cache_reset(struct dst_cache *dc)
+struct dst_entry *mr_rt_dst(struct rtable *rt)
 {
-	dst_cache_reset(dc);
+	return &rt->dst;
+}
+
+struct rtable *mr_dst_rtable(struct dst_entry *dst)
+{
+	return dst_rtable(dst);
+}
+
+u32 mr_rt6_cookie(struct dst_entry *dst)
+{
+	return rt6_get_cookie(dst_rt6_info(dst));
 }
 
 unsigned int mr_rt_headroom(struct rtable *rt)

@@ -21,7 +21,7 @@
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
-#include <net/dst_cache.h>
+#include <net/ip6_fib.h>
 #include <net/ipv6.h>
 #include <net/addrconf.h>
 #include <net/ip6_route.h>
@@ -96,9 +96,11 @@ void mr_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start);
 void *mr_rcu_sk_user_data(const struct sock *sk);
 struct net *mr_sock_net(const struct sock *sk);
 void *mr_net_generic(const struct net *net, unsigned int id);
-int mr_dst_cache_init(struct dst_cache *dc);
-void mr_dst_cache_set_ip4(struct dst_cache *dc, struct rtable *rt, __be32 saddr);
-void mr_dst_cache_reset(struct dst_cache *dc);
+struct dst_entry *mr_dst_check(struct dst_entry *dst, u32 cookie);
+void mr_dst_hold(struct dst_entry *dst);
+struct dst_entry *mr_rt_dst(struct rtable *rt);
+struct rtable *mr_dst_rtable(struct dst_entry *dst);
+u32 mr_rt6_cookie(struct dst_entry *dst);
 unsigned int mr_rt_headroom(struct rtable *rt);
 void mr_hrtimer_start_ns(struct hrtimer *timer, u64 ns);
 void mr_init_work(struct work_struct *work, work_func_t fn);

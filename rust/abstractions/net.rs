@@ -188,100 +188,134 @@ impl Drop for Route {
     }
 }
 
-/// The route of one flow (a destination and a UDP source port: under a
-/// multipath route each source port may take its own link), cached by the
-/// kernel's `dst_cache` in an entry per CPU. The kernel checks a cached
-/// route at each use: a change of the routing tables makes it obsolete
-/// (its generation no longer matches), and a device that goes away takes
-/// its routes with it; either way the datagram is routed afresh and the
-/// new route cached. A cache serves the flows of one [`NetPort`] (the
-/// namespace the routes belong to); another flow (a path that moved to a
-/// new source port) empties it first. One whose per-CPU memory could not be
-/// allocated caches nothing.
+/// A flow of datagrams, whose route a [`RouteCache`] holds: a destination,
+/// a UDP source port (under a multipath route each may take its own link)
+/// and the device a link-scoped destination is reached through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Flow {
+    daddr: IpAddr,
+    sport: u16,
+    oif: Option<i32>,
+}
+
+/// The source address a cached route was looked up with.
+#[derive(Clone, Copy)]
+enum Source {
+    V4(u32),
+    V6(bindings::in6_addr),
+}
+
+/// The route of one flow, held between datagrams so that a packet is not
+/// routed afresh while the routing tables stay the same. Each use checks
+/// it as the kernel's own route caches do (`dst_check`): a change of the
+/// routing tables makes a cached route obsolete (its generation, or for
+/// IPv6 its tree's serial number, no longer matches), and so does its
+/// device going away; the datagram is then routed afresh and the new route
+/// cached. Another flow (a path that moved to a new source port) lets go of
+/// the route first. A cache serves the flows of one [`NetPort`] (the
+/// namespace its routes belong to), and is used by one sender at a time
+/// (`&mut`): one entry, no per-CPU memory.
 ///
 /// # Invariants
 ///
-/// `dc` was set up by `dst_cache_init` (its per-CPU pointer null if that
-/// failed) and is destroyed only by `drop`.
+/// `dst` is null or a route of `flow` looked up through the port's socket of
+/// its family (`source` says which), of which the cache holds one reference,
+/// released only by `forget`; `cookie` is the value to check it with.
 pub(crate) struct RouteCache {
-    dc: bindings::dst_cache,
-    /// The flow whose route the entries hold, if any: destination, source
-    /// port, and the device a scoped destination was reached through.
-    flow: Option<(IpAddr, u16, Option<i32>)>,
+    dst: *mut bindings::dst_entry,
+    cookie: u32,
+    source: Source,
+    flow: Option<Flow>,
 }
 
-// SAFETY: `dst_cache` is meant to be used from any CPU (its entries are per
-// CPU, each used with bottom halves disabled); the pointer it holds is its
-// own per-CPU memory, which may be freed from any thread.
+// SAFETY: A held route may be used and released from any thread.
 unsafe impl Send for RouteCache {}
 
 impl RouteCache {
-    /// An empty cache (process context). Without memory for its per-CPU
-    /// entries it still works, caching nothing.
-    pub(crate) fn new() -> Self {
-        let mut dc = bindings::dst_cache::default();
-        // SAFETY: `dc` is a zeroed `dst_cache`, ours; on failure its per-CPU
-        // pointer stays null, which every `dst_cache_*` call accepts.
-        let _ = unsafe { bindings::mr_dst_cache_init(&mut dc) };
-        // INVARIANT: Set up just above.
-        Self { dc, flow: None }
+    /// An empty cache.
+    pub(crate) const fn new() -> Self {
+        // INVARIANT: No route held.
+        Self {
+            dst: null_mut(),
+            cookie: 0,
+            source: Source::V4(0),
+            flow: None,
+        }
     }
 
-    /// Makes the cache `flow`'s, emptying it if it held another's.
-    fn select(&mut self, flow: (IpAddr, u16, Option<i32>), _bh: &RcuBh) {
+    /// Releases the route it holds, if any.
+    fn forget(&mut self) {
+        if !self.dst.is_null() {
+            // SAFETY: Held by the cache (type invariant), released once: the
+            // pointer is cleared with it.
+            unsafe { bindings::mr_dst_release(self.dst) };
+            self.dst = null_mut();
+        }
+    }
+
+    /// Releases the route it holds now, and forgets its flow. The caller
+    /// makes sure the cache outlives no namespace it holds a route of
+    /// ([`UdpHandler::port_closed`]).
+    pub(crate) fn clear(&mut self) {
+        self.forget();
+        self.flow = None;
+    }
+
+    /// Makes the cache `flow`'s, letting go of another flow's route.
+    fn select(&mut self, flow: Flow) {
         if self.flow != Some(flow) {
-            // SAFETY: Set up (type invariant); entries older than this are
-            // dropped at their next use.
-            unsafe { bindings::mr_dst_cache_reset(&mut self.dc) };
+            self.forget();
             self.flow = Some(flow);
         }
     }
 
-    /// Releases the routes it holds now (rather than at their next use).
-    /// No datagram may be using the cache: the caller excludes senders (the
-    /// lock the cache lives under).
-    pub(crate) fn clear(&mut self) {
-        // SAFETY: Set up (type invariant); `&mut self`: no sender uses it.
-        unsafe { bindings::dst_cache_reset_now(&mut self.dc) };
-        self.flow = None;
+    /// The cached route if it is still valid, with a reference for the
+    /// caller, and its source address; an obsolete one is let go.
+    fn get(&mut self) -> Option<(*mut bindings::dst_entry, Source)> {
+        if self.dst.is_null() {
+            return None;
+        }
+        // SAFETY: Held (type invariant), so alive; the check only reads it
+        // (and its family's routing state).
+        let valid = unsafe { bindings::mr_dst_check(self.dst, self.cookie) };
+        if valid != self.dst {
+            self.forget();
+            return None;
+        }
+        // SAFETY: Held by the cache, so its count is not zero: another
+        // reference, for the caller.
+        unsafe { bindings::mr_dst_hold(self.dst) };
+        Some((self.dst, self.source))
     }
 
-    /// The cached IPv4 route, held, with its source address.
-    fn get4(&mut self, _bh: &RcuBh) -> Option<(*mut bindings::rtable, u32)> {
-        let mut saddr = 0;
-        // SAFETY: Set up (type invariant); bottom halves are disabled
-        // (`_bh`), as the per-CPU entries want. A route returned is held
-        // for the caller.
-        let rt = unsafe { bindings::dst_cache_get_ip4(&mut self.dc, &mut saddr) };
-        (!rt.is_null()).then_some((rt, saddr))
-    }
-
-    /// Caches `rt` (held by the caller; the cache takes its own reference).
-    fn set4(&mut self, rt: *mut bindings::rtable, saddr: u32, _bh: &RcuBh) {
-        // SAFETY: As in `get4`; `rt` is a valid route.
-        unsafe { bindings::mr_dst_cache_set_ip4(&mut self.dc, rt, saddr) };
-    }
-
-    /// The cached IPv6 route, held, with its source address.
-    fn get6(&mut self, _bh: &RcuBh) -> Option<(*mut bindings::dst_entry, bindings::in6_addr)> {
-        let mut saddr = bindings::in6_addr::default();
-        // SAFETY: As in `get4`.
-        let dst = unsafe { bindings::dst_cache_get_ip6(&mut self.dc, &mut saddr) };
-        (!dst.is_null()).then_some((dst, saddr))
-    }
-
-    /// Caches `dst` (held by the caller; the cache takes its own reference).
-    fn set6(&mut self, dst: *mut bindings::dst_entry, saddr: &bindings::in6_addr, _bh: &RcuBh) {
-        // SAFETY: As in `get4`; `dst` is a valid IPv6 route.
-        unsafe { bindings::dst_cache_set_ip6(&mut self.dc, dst, saddr) };
+    /// Caches `dst`, a route of the selected flow held by the caller (the
+    /// cache takes its own reference), looked up with source `source`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` is a valid route of the flow selected, of `source`'s family.
+    unsafe fn set(&mut self, dst: *mut bindings::dst_entry, source: Source) {
+        self.forget();
+        // SAFETY: `dst` is valid and held by the caller (the function's
+        // safety requirements): another reference, for the cache. An IPv6
+        // route's cookie is read from the route.
+        unsafe {
+            bindings::mr_dst_hold(dst);
+            self.cookie = match source {
+                Source::V4(_) => 0,
+                Source::V6(_) => bindings::mr_rt6_cookie(dst),
+            };
+        }
+        // INVARIANT: Held just above, of the selected flow (the safety
+        // requirements), with its cookie.
+        self.dst = dst;
+        self.source = source;
     }
 }
 
 impl Drop for RouteCache {
     fn drop(&mut self) {
-        // SAFETY: Set up (type invariant), destroyed once; this releases the
-        // routes it holds and frees its per-CPU memory.
-        unsafe { bindings::dst_cache_destroy(&mut self.dc) };
+        self.forget();
     }
 }
 
@@ -345,14 +379,14 @@ impl<H: UdpHandler> NetPort<H> {
         let oif = (daddr.is_link_local() || daddr.is_multicast()).then_some(oif);
         let rcu = RcuBh::new();
         if let Some(c) = cache.as_deref_mut() {
-            c.select((daddr, sport, oif), &rcu);
+            c.select(Flow { daddr, sport, oif });
         }
         // The socket is loaded once: the route is looked up for it and the
         // datagram sent on it.
         let (sk, route) = match daddr.v4() {
             Some(v4) => {
                 let sk = self.sock(false, &rcu).ok_or(TxError::Closed)?;
-                (sk, Self::route4(sk, v4, oif, sport, dport, cache, &rcu)?)
+                (sk, Self::route4(sk, v4, oif, sport, dport, cache)?)
             }
             None => {
                 let Some(sk) = self.sock(true, &rcu) else {
@@ -362,10 +396,7 @@ impl<H: UdpHandler> NetPort<H> {
                         Some(_) => TxError::NoRoute,
                     });
                 };
-                (
-                    sk,
-                    Self::route6(sk, &daddr, oif, sport, dport, cache, &rcu)?,
-                )
+                (sk, Self::route6(sk, &daddr, oif, sport, dport, cache)?)
             }
         };
         let total = header.len() + payload_len;
@@ -407,11 +438,11 @@ impl<H: UdpHandler> NetPort<H> {
         sport: u16,
         dport: u16,
         mut cache: Option<&mut RouteCache>,
-        rcu: &RcuBh,
     ) -> Result<Route, TxError> {
-        if let Some((rt, saddr)) = cache.as_deref_mut().and_then(|c| c.get4(rcu)) {
+        if let Some((dst, Source::V4(saddr))) = cache.as_deref_mut().and_then(|c| c.get()) {
             return Ok(Route::V4 {
-                rt,
+                // SAFETY: An IPv4 route (its source is one), so an `rtable`.
+                rt: unsafe { bindings::mr_dst_rtable(dst) },
                 saddr,
                 daddr: u32::from_ne_bytes(daddr),
             });
@@ -430,7 +461,9 @@ impl<H: UdpHandler> NetPort<H> {
             return Err(TxError::NoRoute);
         }
         if let Some(c) = cache {
-            c.set4(rt, fl.saddr, rcu);
+            // SAFETY: A valid IPv4 route of the flow `send` selected, held
+            // (`Route`'s until it is sent or dropped).
+            unsafe { c.set(bindings::mr_rt_dst(rt), Source::V4(fl.saddr)) };
         }
         Ok(Route::V4 {
             rt,
@@ -452,9 +485,8 @@ impl<H: UdpHandler> NetPort<H> {
         sport: u16,
         dport: u16,
         mut cache: Option<&mut RouteCache>,
-        rcu: &RcuBh,
     ) -> Result<Route, TxError> {
-        if let Some((dst, saddr)) = cache.as_deref_mut().and_then(|c| c.get6(rcu)) {
+        if let Some((dst, Source::V6(saddr))) = cache.as_deref_mut().and_then(|c| c.get()) {
             let mut d = bindings::in6_addr::default();
             d.in6_u.u6_addr8 = daddr.0;
             return Ok(Route::V6 {
@@ -478,7 +510,9 @@ impl<H: UdpHandler> NetPort<H> {
             return Err(TxError::NoRoute);
         }
         if let Some(c) = cache {
-            c.set6(dst, &fl.saddr, rcu);
+            // SAFETY: A valid IPv6 route of the flow `send` selected, held
+            // (`Route`'s until it is sent or dropped).
+            unsafe { c.set(dst, Source::V6(fl.saddr)) };
         }
         Ok(Route::V6 {
             dst,
@@ -772,6 +806,11 @@ impl<H: UdpHandler> NetPorts<H> {
         // senders and the release need no lock, and RTNL is not held across
         // the grace period.
         if socks.iter().all(|sk| sk.is_null()) {
+            // Nothing was ever sent through it: no route to let go of, but
+            // the devices are told all the same.
+            for dev in devs.iter() {
+                dev.port_closed();
+            }
             return;
         }
         // SAFETY: Process context (the namespace's cleanup work, or the

@@ -22,7 +22,7 @@ use crate::abstractions::{
     types::{IpAddr, WcStatus},
 };
 use crate::transport::{
-    conn::{Config, Connection, Received, PORT_BASE},
+    conn::{Config, Connection, Received, Transmit, PORT_BASE},
     framing::TRANSPORT_HEADER_MAX,
     session::{patience_ns, HelloOutcome, Session},
     trace::TraceEvent,
@@ -121,6 +121,19 @@ impl PeerInner {
     /// The local QP whose peer QP is `dest` (it sends on `dest`'s streams).
     fn by_dest(&self, dest: u32) -> Option<Arc<QpShared>> {
         self.by_dest.get(&dest).cloned()
+    }
+
+    /// The route cache of `t`'s flow: our paths' first, then those of the
+    /// peer's paths (`ROUTES`).
+    fn route_cache(&mut self, t: &Transmit) -> Option<&mut RouteCache> {
+        let i = usize::from(t.path) + if t.reverse { PATHS } else { 0 };
+        self.routes.get_mut(i)
+    }
+
+    /// Lets go of every cached route (the connection died, or its
+    /// namespace is going away).
+    pub(super) fn forget_routes(&mut self) {
+        self.routes.iter_mut().for_each(RouteCache::clear);
     }
 }
 
@@ -322,16 +335,13 @@ impl Peer {
             };
             if let Some(t) = t {
                 let Some(h) = hdr.get(..t.len) else { break };
-                // Our paths' routes first, then those of the peer's paths
-                // we acknowledge (from the peer's ports).
-                let flow = usize::from(t.path) + if t.reverse { PATHS } else { 0 };
-                let route = ps.routes.get_mut(flow);
                 let Some(seg) = t.payload else {
-                    self.dev.send(self.ip, t.sport, h, 0, |_| Ok(()), route);
+                    self.dev
+                        .send(self.ip, t.sport, h, 0, |_| Ok(()), ps.route_cache(&t));
                     continue;
                 };
                 // The packet's stream names the peer's QP; ours is its peer.
-                let Some(qp) = ps.by_dest.get(&(seg.stream >> 1)).cloned() else {
+                let Some(qp) = ps.by_dest(seg.stream >> 1) else {
                     continue;
                 };
                 let st = qp.st.lock();
@@ -353,7 +363,7 @@ impl Peer {
                             unreadable = r.is_err();
                             r
                         },
-                        route,
+                        ps.route_cache(&t),
                     );
                 } else {
                     let Some(e) = sq_index(&st.sq, seg.msn).and_then(|i| st.sq.get(i)) else {
@@ -369,7 +379,7 @@ impl Peer {
                             unreadable = r.is_err();
                             r
                         },
-                        route,
+                        ps.route_cache(&t),
                     );
                 }
                 drop(st);

@@ -14,7 +14,7 @@ use super::{
     peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
-    state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables, PATHS},
+    state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables, ROUTES},
 };
 use crate::abstractions::{
     memory::Translation,
@@ -121,12 +121,14 @@ impl Shared {
     /// Leaves the namespace's port and drops the peer connections (the
     /// device is going away; its queue pairs are gone).
     pub(crate) fn close(self: &Arc<Self>) {
+        // Nothing is sent from here on (a sender takes the port under its
+        // connection's lock: `Shared::send`).
         let port = self.port.lock().take();
-        if let Some(p) = port {
-            p.detach(self);
-        }
-        let peers = core::mem::take(&mut self.tables.lock().peers);
-        for p in peers.iter() {
+        // The connections die while still in the table, and the device
+        // leaves the port last: a namespace going away meanwhile finds the
+        // device in its port's list, and `port_closed` finds every
+        // connection not yet dead, so no route outlives the namespace.
+        self.each_peer(|p| {
             {
                 let mut ps = p.st.lock();
                 self.kill(&mut ps);
@@ -137,6 +139,33 @@ impl Shared {
                 p.log_stats(&ps);
             }
             p.stop();
+        });
+        let peers = core::mem::take(&mut self.tables.lock().peers);
+        drop(peers);
+        if let Some(p) = port {
+            p.detach(self);
+        }
+    }
+
+    /// Calls `f` on each of the device's peer connections in turn, without
+    /// the table lock (a peer's lock is not taken under a leaf lock), in the
+    /// order of their addresses (a connection's key): one set up or dropped
+    /// meanwhile does not make it skip another, as an index would, and it
+    /// allocates nothing.
+    fn each_peer(&self, mut f: impl FnMut(&Arc<PeerNode>)) {
+        let mut after = None;
+        loop {
+            let next = self
+                .tables
+                .lock()
+                .peers
+                .iter()
+                .filter(|p| after.is_none_or(|a| p.ip > a))
+                .min_by_key(|p| p.ip)
+                .cloned();
+            let Some(p) = next else { break };
+            f(&p);
+            after = Some(p.ip);
         }
     }
 
@@ -286,7 +315,7 @@ impl Shared {
         ps.dead = true;
         // A dead connection sends nothing: its routes go now, not with its
         // last reference (they must not outlive their namespace).
-        ps.routes.iter_mut().for_each(RouteCache::clear);
+        ps.forget_routes();
         if ps.session.close() {
             self.senders.fetch_sub(1, Relaxed);
         }
@@ -353,8 +382,8 @@ impl Shared {
         // process whose QP asked for the peer (at most MAX_PEERS of them).
         let mut conn = KVBox::new(EMPTY_CONN, GFP_KERNEL_ACCOUNT)?;
         conn.configure(conn_config(&session, &ip, self.payload));
-        let mut routes = KVec::with_capacity(2 * PATHS, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..2 * PATHS {
+        let mut routes = KVec::with_capacity(ROUTES, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..ROUTES {
             routes.push(RouteCache::new(), GFP_KERNEL_ACCOUNT)?;
         }
         let node = Timer::new_arc(
@@ -456,33 +485,9 @@ impl Shared {
 
 impl UdpHandler for Shared {
     fn port_closed(&self) {
-        // A connection that left the table was killed, which let go of its
-        // routes; one set up from here on finds the port closed and caches
-        // nothing. The rest are visited without the table lock (a leaf).
-        match self.peers() {
-            Ok(peers) => peers
-                .iter()
-                .for_each(|p| p.st.lock().routes.iter_mut().for_each(RouteCache::clear)),
-            // Without room for the list, one at a time in the order of
-            // their addresses (a connection's key), which connections that
-            // come and go meanwhile do not disturb (an index would).
-            Err(_) => {
-                let mut after = None;
-                loop {
-                    let next = self
-                        .tables
-                        .lock()
-                        .peers
-                        .iter()
-                        .filter(|p| after.is_none_or(|a| p.ip > a))
-                        .min_by_key(|p| p.ip)
-                        .cloned();
-                    let Some(p) = next else { break };
-                    p.st.lock().routes.iter_mut().for_each(RouteCache::clear);
-                    after = Some(p.ip);
-                }
-            }
-        }
+        // A connection that died let go of its routes (`kill`); one set up
+        // from here on finds the port closed and caches nothing.
+        self.each_peer(|p| p.st.lock().forget_routes());
     }
 
     fn owns(&self, pkt: &RxPacket<'_>) -> bool {

@@ -68,6 +68,11 @@ pub(crate) const PATHS: usize = 16;
 
 pub(super) type Conn = Connection<PATHS>;
 
+/// The flows a peer connection caches routes for: each of its paths, and
+/// each of the peer's paths, whose ACKs it sends from the peer's ports
+/// (`Transmit::reverse`).
+pub(super) const ROUTES: usize = 2 * PATHS;
+
 /// A device's name as the kernel log and its telemetry show it: the name it
 /// was made with (a later `rdma dev set ... name` is not followed).
 pub(crate) struct DevName<'a>(pub(crate) &'a [u8]);
@@ -209,10 +214,9 @@ pub(super) struct PeerInner {
     pub(super) answered_at: u64,
     pub(super) answered_after: u64,
     pub(super) dead: bool,
-    /// The route of each flow the connection sends on, so that a packet is
-    /// not routed afresh while the routing tables stay the same: our paths
-    /// by number, then the peer's paths whose ACKs go from the peer's ports
-    /// (`Transmit::reverse`).
+    /// The route of each flow the connection sends on (`ROUTES` of them;
+    /// peer.rs: `route_cache`), so that a packet is not routed afresh while
+    /// the routing tables stay the same.
     pub(super) routes: KVec<RouteCache>,
 }
 

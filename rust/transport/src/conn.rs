@@ -208,14 +208,16 @@ pub struct Segment {
 /// bytes (if any), from UDP source port `sport`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
-    /// The path (for statistics): one of ours, or with `reverse` one of the
-    /// peer's.
+    /// The path: one of ours, or with `reverse` one of the peer's. With
+    /// `reverse` and `sport` it names the flow (statistics; the kernel
+    /// caches a route per flow).
     pub path: u16,
     /// The UDP source port: it selects the route.
     pub sport: u16,
     /// An ACK or NAK of the peer's path `path`, sent from the port the
-    /// peer's packets on it came from (not one of ours): its route is that
-    /// flow's, not our path's.
+    /// peer's packets on it came from (`PORT_BASE` plus the path when none
+    /// came from a port of its own), not from one of ours: a flow of its
+    /// own, whose route is not our path's.
     pub reverse: bool,
     /// Header bytes written to the buffer.
     pub len: usize,
