@@ -269,10 +269,15 @@ impl RouteCache {
         }
     }
 
-    /// The cached route if it is still valid, with a reference for the
-    /// caller, and its source address; an obsolete one is let go.
-    fn get(&mut self) -> Option<(*mut bindings::dst_entry, Source)> {
+    /// The cached route if it is still valid and of the IPv6 family (`v6`)
+    /// or the IPv4 one, with a reference for the caller, and its source
+    /// address; an obsolete one, or one of the other family, is let go.
+    fn get(&mut self, v6: bool) -> Option<(*mut bindings::dst_entry, Source)> {
         if self.dst.is_null() {
+            return None;
+        }
+        if matches!(self.source, Source::V6(_)) != v6 {
+            self.forget();
             return None;
         }
         // SAFETY: Held (type invariant), so alive; the check only reads it
@@ -439,7 +444,7 @@ impl<H: UdpHandler> NetPort<H> {
         dport: u16,
         mut cache: Option<&mut RouteCache>,
     ) -> Result<Route, TxError> {
-        if let Some((dst, Source::V4(saddr))) = cache.as_deref_mut().and_then(|c| c.get()) {
+        if let Some((dst, Source::V4(saddr))) = cache.as_deref_mut().and_then(|c| c.get(false)) {
             return Ok(Route::V4 {
                 // SAFETY: An IPv4 route (its source is one), so an `rtable`.
                 rt: unsafe { bindings::mr_dst_rtable(dst) },
@@ -486,7 +491,7 @@ impl<H: UdpHandler> NetPort<H> {
         dport: u16,
         mut cache: Option<&mut RouteCache>,
     ) -> Result<Route, TxError> {
-        if let Some((dst, Source::V6(saddr))) = cache.as_deref_mut().and_then(|c| c.get()) {
+        if let Some((dst, Source::V6(saddr))) = cache.as_deref_mut().and_then(|c| c.get(true)) {
             let mut d = bindings::in6_addr::default();
             d.in6_u.u6_addr8 = daddr.0;
             return Ok(Route::V6 {
@@ -806,8 +811,8 @@ impl<H: UdpHandler> NetPorts<H> {
         // senders and the release need no lock, and RTNL is not held across
         // the grace period.
         if socks.iter().all(|sk| sk.is_null()) {
-            // Nothing was ever sent through it: no route to let go of, but
-            // the devices are told all the same.
+            // No socket to wait for (the port never had one open): the
+            // devices, if any, are told all the same.
             for dev in devs.iter() {
                 dev.port_closed();
             }

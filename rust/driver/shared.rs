@@ -121,8 +121,9 @@ impl Shared {
     /// Leaves the namespace's port and drops the peer connections (the
     /// device is going away; its queue pairs are gone).
     pub(crate) fn close(self: &Arc<Self>) {
-        // Nothing is sent from here on (a sender takes the port under its
-        // connection's lock: `Shared::send`).
+        // No connection sends from here on (it takes the port under its
+        // lock, in `Shared::send`; one in progress holds that lock); UD
+        // datagrams may still, but they cache no route.
         let port = self.port.lock().take();
         // The connections die while still in the table, and the device
         // leaves the port last: a namespace going away meanwhile finds the

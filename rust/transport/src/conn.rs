@@ -215,9 +215,9 @@ pub struct Transmit {
     /// The UDP source port: it selects the route.
     pub sport: u16,
     /// An ACK or NAK of the peer's path `path`, sent from the port the
-    /// peer's packets on it came from (`PORT_BASE` plus the path when none
-    /// came from a port of its own), not from one of ours: a flow of its
-    /// own, whose route is not our path's.
+    /// peer's packets on it came from (an ACK of a path none came by uses
+    /// `PORT_BASE` plus the path, a NAK `PORT_BASE`), not from one of ours:
+    /// a flow of its own, whose route is not our path's.
     pub reverse: bool,
     /// Header bytes written to the buffer.
     pub len: usize,
