@@ -325,13 +325,12 @@ void *mr_net_generic(const struct net *net, unsigned int id)
 
 struct dst_entry *mr_dst_check(struct dst_entry *dst, u32 cookie)
 {
-	/*
-	 * A route whose device went away now points at the blackhole device,
-	 * whose namespace's route generation an IPv4 check would compare with.
-	 */
-	if (dst_dev(dst) == blackhole_netdev)
-		return NULL;
 	return dst_check(dst, cookie);
+}
+
+bool mr_dst_on_blackhole(const struct dst_entry *dst)
+{
+	return dst_dev(dst) == blackhole_netdev;
 }
 
 void mr_dst_hold(struct dst_entry *dst)

@@ -97,6 +97,7 @@ void *mr_rcu_sk_user_data(const struct sock *sk);
 struct net *mr_sock_net(const struct sock *sk);
 void *mr_net_generic(const struct net *net, unsigned int id);
 struct dst_entry *mr_dst_check(struct dst_entry *dst, u32 cookie);
+bool mr_dst_on_blackhole(const struct dst_entry *dst);
 void mr_dst_hold(struct dst_entry *dst);
 struct dst_entry *mr_rt_dst(struct rtable *rt);
 struct rtable *mr_dst_rtable(struct dst_entry *dst);

@@ -280,10 +280,15 @@ impl RouteCache {
             self.forget();
             return None;
         }
-        // SAFETY: Held (type invariant), so alive; the check only reads it
-        // (and its family's routing state).
-        let valid = unsafe { bindings::mr_dst_check(self.dst, self.cookie) };
-        if valid != self.dst {
+        // SAFETY: Held (type invariant), so alive; the checks only read it
+        // (and its family's routing state). A route whose device went away
+        // points at the blackhole device, whose namespace's route generation
+        // an IPv4 check would compare with: it is refused first.
+        let valid = unsafe {
+            !bindings::mr_dst_on_blackhole(self.dst)
+                && bindings::mr_dst_check(self.dst, self.cookie) == self.dst
+        };
+        if !valid {
             self.forget();
             return None;
         }
@@ -809,15 +814,21 @@ impl<H: UdpHandler> NetPorts<H> {
         unsafe { bindings::rtnl_unlock() };
         // The sockets are ours alone now (`close`): the wait for the
         // senders and the release need no lock, and RTNL is not held across
-        // the grace period.
-        if socks.iter().all(|sk| sk.is_null()) {
-            // No socket to wait for (the port never had one open): the
-            // devices, if any, are told all the same.
-            for dev in devs.iter() {
-                dev.port_closed();
-            }
-            return;
+        // the grace period. Without a socket there is no sender to wait for.
+        if socks.iter().any(|sk| !sk.is_null()) {
+            Self::release(socks);
         }
+        // No sender is inside the port any more, and none gets past its
+        // closed sockets to a route cache: the devices' cached routes of
+        // this namespace can go, before the namespace does.
+        for dev in devs.iter() {
+            dev.port_closed();
+        }
+    }
+
+    /// Waits until no sender can still be using `socks` (closed, and ours
+    /// alone: `NetPort::close`), then releases them.
+    fn release(socks: [*mut bindings::sock; 2]) {
         // SAFETY: Process context (the namespace's cleanup work, or the
         // unregistration of the `pernet_operations`), holding no spinlock and
         // no RCU read lock (only the pernet semaphore, a sleeping lock): the
@@ -834,12 +845,6 @@ impl<H: UdpHandler> NetPorts<H> {
             // ended, since `synchronize_rcu` returned: nothing uses the
             // socket any more, and no sender can load it again.
             unsafe { bindings::udp_tunnel_sock_release(sk) };
-        }
-        // No sender is inside the port any more, and none gets past its
-        // closed sockets to a route cache: the devices' cached routes of
-        // this namespace can go, before the namespace does.
-        for dev in devs.iter() {
-            dev.port_closed();
         }
     }
 

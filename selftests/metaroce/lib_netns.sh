@@ -30,6 +30,7 @@
 #                         queue is fq_codel with ECN marking
 #   plane_down I / plane_up I   plane I's link down (a failed plane: packets
 #                         hashed to it are lost until the senders move) / up
+#   dev_tx_bytes NS DEV   bytes net device DEV of namespace NS has sent so far
 #   plane_bytes I [NS]    bytes router NS (default RA) has sent on plane I
 #                         so far
 #   sniff_start RUN / sniff_stop RUN
@@ -182,8 +183,12 @@ plane_up() {
 	ip -n "$NS_RA" link set "plane$1" up
 }
 
+dev_tx_bytes() {
+	ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"
+}
+
 plane_bytes() {
-	ip netns exec "${2:-$NS_RA}" cat "/sys/class/net/plane$1/statistics/tx_bytes"
+	dev_tx_bytes "${2:-$NS_RA}" "plane$1"
 }
 
 SNIFF_DIR=
@@ -255,9 +260,9 @@ fabric_point() {
 
 veth0_moving() {
 	local a b
-	a=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	a=$(dev_tx_bytes "$NS_A" veth0)
 	sleep 1
-	b=$(ip netns exec "$NS_A" cat /sys/class/net/veth0/statistics/tx_bytes)
+	b=$(dev_tx_bytes "$NS_A" veth0)
 	[ "$b" -gt $((a + $1)) ]
 }
 

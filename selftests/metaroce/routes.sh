@@ -38,10 +38,6 @@ skip_rest() { # WHY: the three points that need the route change, skipped
 	ktap_finish
 }
 
-# tx_bytes NS DEV
-tx_bytes() {
-	ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"
-}
 # netem_dropped NS DEV: packets the root qdisc of DEV dropped ("Sent N bytes
 # M pkt (dropped D, overlimits ...")
 netem_dropped() {
@@ -80,7 +76,7 @@ ip netns exec "$NS_B" timeout 280 "$MR_INTEGRITY" -d "$RDMA_B" -p 18810 \
 cpid=$!
 pids+=("$cpid")
 wait_for 60 veth0_moving 100000 || ktap_info "the transfer never reached 100 KB/s on veth0"
-r0=$(tx_bytes "$NS_B" vethr1)
+r0=$(dev_tx_bytes "$NS_B" vethr1)
 ip -n "$NS_A" route add "$FABRIC_IP_B/32" dev vethr0 src "$FABRIC_IP_A" &&
 	ip -n "$NS_B" route add "$FABRIC_IP_A/32" dev vethr1 src "$FABRIC_IP_B" ||
 	skip_rest "the routes over the second pair could not be added"
@@ -94,7 +90,7 @@ wait "$spid"
 src=$?
 da=$(netem_dropped "$NS_A" veth0)
 db=$(netem_dropped "$NS_B" veth1)
-rest=$(($(tx_bytes "$NS_B" vethr1) - r0))
+rest=$(($(dev_tx_bytes "$NS_B" vethr1) - r0))
 ktap_info "the routes changed; the transfer ended $((SECONDS - t0)) s later, client rc $crc, server rc $src"
 ktap_info "the first pair's netem dropped ${da:-?} packets at A and ${db:-?} at B; B sent $rest bytes on the second"
 grep -h "PASS\|FAIL" "$dir/client" | while IFS= read -r l; do ktap_info "client: $l"; done
