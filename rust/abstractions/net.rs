@@ -7,12 +7,12 @@
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h)
 
 use super::sync::{RcuBh, SpinLockBh};
-use super::{bindings, netdev::NetDevice, types::IpAddr};
+use super::{bindings, netdev::NetDevice, timer::now_ns, types::IpAddr};
 use crate::transport::wire;
 use core::{
     marker::PhantomData,
     ptr::null_mut,
-    sync::atomic::{AtomicPtr, Ordering},
+    sync::atomic::{AtomicPtr, AtomicUsize, Ordering, Ordering::Relaxed},
 };
 use kernel::{alloc::KVec, error::to_result, ffi::c_int, prelude::*, sync::Arc};
 
@@ -188,6 +188,15 @@ impl Drop for Route {
     }
 }
 
+/// How long a cached route is used before it is looked up again
+/// ([`RouteCache`]): 100 ms.
+pub(crate) const ROUTE_MAX_AGE_NS: u64 = 100_000_000;
+
+/// Routes held by the module's [`RouteCache`]s: each must be let go by the
+/// time the module's ports are gone (the check in `NetPorts`' drop), since a
+/// route must not outlive its namespace.
+static ROUTES_HELD: AtomicUsize = AtomicUsize::new(0);
+
 /// A flow of datagrams, whose route a [`RouteCache`] holds: a destination,
 /// a UDP source port (under a multipath route each may take its own link)
 /// and the device a link-scoped destination is reached through.
@@ -212,7 +221,17 @@ enum Source {
 /// IPv6 its tree's serial number, no longer matches), and so does its
 /// device going away; the datagram is then routed afresh and the new route
 /// cached. Another flow (a path that moved to a new source port) lets go of
-/// the route first. A cache serves the flows of one [`NetPort`] (the
+/// the route first.
+///
+/// No check sees everything a fresh lookup would: IPv6 passes over a route
+/// through a router whose neighbour entry is being resolved (or failed) and
+/// takes a less specific one, and the router becoming reachable changes no
+/// serial number. A route is therefore also used for at most
+/// [`ROUTE_MAX_AGE_NS`], and then looked up again: a flow that was given
+/// such a fallback moves to the route meant for it within that time. One
+/// lookup per flow per period costs nothing beside the datagrams.
+///
+/// A cache serves the flows of one [`NetPort`] (the
 /// namespace its routes belong to), and is used by one sender at a time
 /// (`&mut`): one entry, no per-CPU memory.
 ///
@@ -220,10 +239,12 @@ enum Source {
 ///
 /// `dst` is null or a route of `flow` looked up through the port's socket of
 /// its family (`source` says which), of which the cache holds one reference,
-/// released only by `forget`; `cookie` is the value to check it with.
+/// released only by `forget`; `cookie` is the value to check it with, and
+/// `since` the clock ([`now_ns`]) when it was looked up.
 pub(crate) struct RouteCache {
     dst: *mut bindings::dst_entry,
     cookie: u32,
+    since: u64,
     source: Source,
     flow: Option<Flow>,
 }
@@ -238,6 +259,7 @@ impl RouteCache {
         Self {
             dst: null_mut(),
             cookie: 0,
+            since: 0,
             source: Source::V4(0),
             flow: None,
         }
@@ -250,6 +272,7 @@ impl RouteCache {
             // pointer is cleared with it.
             unsafe { bindings::mr_dst_release(self.dst) };
             self.dst = null_mut();
+            ROUTES_HELD.fetch_sub(1, Relaxed);
         }
     }
 
@@ -269,14 +292,17 @@ impl RouteCache {
         }
     }
 
-    /// The cached route if it is still valid and of the IPv6 family (`v6`)
-    /// or the IPv4 one, with a reference for the caller, and its source
-    /// address; an obsolete one, or one of the other family, is let go.
+    /// The cached route if it is still valid, younger than
+    /// [`ROUTE_MAX_AGE_NS`] and of the IPv6 family (`v6`) or the IPv4 one,
+    /// with a reference for the caller, and its source address; an obsolete
+    /// or old one, or one of the other family, is let go.
     fn get(&mut self, v6: bool) -> Option<(*mut bindings::dst_entry, Source)> {
         if self.dst.is_null() {
             return None;
         }
-        if matches!(self.source, Source::V6(_)) != v6 {
+        if matches!(self.source, Source::V6(_)) != v6
+            || now_ns().wrapping_sub(self.since) >= ROUTE_MAX_AGE_NS
+        {
             self.forget();
             return None;
         }
@@ -317,8 +343,10 @@ impl RouteCache {
             };
         }
         // INVARIANT: Held just above, of the selected flow (the safety
-        // requirements), with its cookie.
+        // requirements), with its cookie, looked up now.
         self.dst = dst;
+        self.since = now_ns();
+        ROUTES_HELD.fetch_add(1, Relaxed);
         self.source = source;
     }
 }
@@ -874,6 +902,10 @@ impl<H: UdpHandler> Drop for NetPorts<H> {
         // SAFETY: Registered by `register`; this runs `pre_exit` and `exit`
         // for every namespace.
         unsafe { bindings::unregister_pernet_subsys(PERNET.0.get()) };
+        // Every connection was killed (its device closed) and every port
+        // closed: a route still held is a leak that may outlive its
+        // namespace.
+        kernel::warn_on!(ROUTES_HELD.load(Relaxed) != 0);
     }
 }
 

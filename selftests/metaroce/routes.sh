@@ -3,11 +3,11 @@
 # A peer connection caches the route of each of its flows (RouteCache,
 # rust/abstractions/net.rs; Documentation/verbs.md); a change of the routing
 # tables must reach the next packet of every flow. Hosts A and B are joined
-# by two veth pairs: the fabric's veth0/veth1 (10.77.0.0/24, the devices' net
-# devices) and vethr0/vethr1 (10.79.0.0/24). While mr-integrity moves data
-# both ways, each host gets a /32 route to the other's fabric address over
-# the second pair (the fabric address stays the source), and then the first
-# pair drops everything (netem loss 100% on both ends):
+# by two veth pairs: the fabric's veth0/veth1 (the devices' net devices) and
+# vethr0/vethr1. While mr-integrity moves data both ways, each host gets a
+# host route to the other's fabric address over the second pair (the fabric
+# address stays the source), and then the first pair drops everything
+# (netem loss 100% on both ends):
 #   - the transfer completes with verified data;
 #   - the first pair's netem drops (almost) nothing: every flow took the new
 #     route with its next packet. A sender still using a route it cached
@@ -15,26 +15,60 @@
 #     source port (which routes afresh), so that it too would complete;
 #     this point is what tells the two apart;
 #   - the second pair carries the rest.
-# IPv6 is off on the first pair, so that its neighbour discovery and router
-# solicitations do not count among the drops.
+# Then a second transfer runs and, in its middle, both programs are killed
+# and both namespaces deleted at once: the connections still hold cached
+# routes of the namespaces being freed, and the namespaces' teardown must
+# let go of them (NetPorts::pre_exit, UdpHandler::port_closed):
+#   - both devices go away (their net devices could not be freed while a
+#     route held them), with no "waiting for ... to become free" in the log;
+#     the runner's KASAN and kmemleak checks see the rest.
+#
+# ROUTES_FAMILY=4 (the default; 10.77.0.0/24 and 10.79.0.0/24) or 6
+# (fd77::/64 and fd79::/64, routes_ipv6.sh): IPv6 routes count themselves in
+# their namespace, so the teardown point matters most there. With IPv4, IPv6
+# is off on the first pair, so that its neighbour discovery does not count
+# among the drops; with IPv6 the first pair's addresses are added without
+# duplicate address detection and all of its neighbour discovery happens
+# before the change.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
 
+family=${ROUTES_FAMILY:-4}
+case $family in
+4)
+	R_A=10.79.0.1 R_B=10.79.0.2 R_LEN=24 HOST_LEN=32
+	DATA_A=$FABRIC_IP_A DATA_B=$FABRIC_IP_B
+	;;
+6)
+	R_A=fd79::1 R_B=fd79::2 R_LEN=64 HOST_LEN=128
+	DATA_A=fd77::1 DATA_B=fd77::2
+	;;
+*)
+	echo "ROUTES_FAMILY must be 4 or 6" >&2
+	exit "$KSFT_FAIL"
+	;;
+esac
+
 metaroce_integrity_needs ip tc sysctl
-ktap_plan 4
+[ "$family" = 4 ] || [ -e /proc/net/if_inet6 ] || skip_all "the kernel has no IPv6"
+ktap_plan 6
 dir=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
 fabric_point metaroce
 
-completes="the transfer completes with verified data across the route change"
-no_drops="the first pair drops nothing after the change (at most 8 packets)"
+completes="IPv$family: the transfer completes with verified data across the route change"
+no_drops="IPv$family: the first pair drops nothing after the change (at most 8 packets)"
 rest_want=1000000
-carries="the second pair carries the rest (over $rest_want bytes)"
-skip_rest() { # WHY: the three points that need the route change, skipped
+carries="IPv$family: the second pair carries the rest (over $rest_want bytes)"
+gone="IPv$family: killing both programs and deleting both namespaces under traffic removes both devices"
+no_wait="IPv$family: no net device waited for a reference to go (\"waiting for ... to become free\")"
+skip_rest() { # WHY: the points after the fabric's, skipped
 	local p
-	for p in "$completes" "$no_drops" "$carries"; do ktap_skip "$p" "$1"; done
+	for p in "$completes" "$no_drops" "$carries" "$gone" "$no_wait"; do
+		ktap_skip "$p" "$1"
+	done
 	ktap_finish
 }
 
@@ -42,6 +76,25 @@ skip_rest() { # WHY: the three points that need the route change, skipped
 # M pkt (dropped D, overlimits ...")
 netem_dropped() {
 	tc -s -n "$1" qdisc show dev "$2" | grep -o 'dropped [0-9]*' | head -n1 | cut -d' ' -f2
+}
+
+# addr_on NS DEV ADDR LEN: ADDR/LEN on DEV, without duplicate address
+# detection (a tentative IPv6 address cannot be a source).
+addr_on() {
+	if [ "$family" = 6 ]; then
+		ip -n "$1" -6 addr add "$3/$4" dev "$2" nodad
+	else
+		ip -n "$1" addr add "$3/$4" dev "$2"
+	fi
+}
+
+first_pair() {
+	[ "$family" = 6 ] || {
+		ip netns exec "$NS_A" sysctl -qw net.ipv6.conf.veth0.disable_ipv6=1 &&
+			ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.veth1.disable_ipv6=1
+		return
+	}
+	addr_on "$NS_A" veth0 "$DATA_A" 64 && addr_on "$NS_B" veth1 "$DATA_B" 64
 }
 
 second_pair() {
@@ -53,41 +106,71 @@ second_pair() {
 		ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0 \
 			net.ipv4.conf.default.rp_filter=0 || return 1
 	done
-	ip netns exec "$NS_A" sysctl -qw net.ipv6.conf.veth0.disable_ipv6=1 &&
-		ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.veth1.disable_ipv6=1 || return 1
 	ip link add vethr0 netns "$NS_A" type veth peer name vethr1 netns "$NS_B" || return 1
-	ip -n "$NS_A" addr add 10.79.0.1/24 dev vethr0 &&
-		ip -n "$NS_B" addr add 10.79.0.2/24 dev vethr1 &&
+	addr_on "$NS_A" vethr0 "$R_A" "$R_LEN" &&
+		addr_on "$NS_B" vethr1 "$R_B" "$R_LEN" &&
 		ip -n "$NS_A" link set vethr0 up &&
 		ip -n "$NS_B" link set vethr1 up
 }
+
+# data_gid DEV ADDR: the GID index of ADDR's RoCE v2 GID on DEV.
+data_gid() {
+	local g
+	if [ "$family" = 6 ]; then
+		# fd77::N, spelt as sysfs does
+		g=$(printf 'fd77:0000:0000:0000:0000:0000:0000:%04x' "0x${2##*:}")
+	else
+		g=$(fabric_gid_of "$2")
+	fi
+	roce_v2_index "$1" "$g"
+}
+
+# transfer PORT ITERATIONS: mr-integrity between the data addresses, the
+# server in A and the client in B, in the background (SPID and CPID). Its
+# TCP control connection goes to the data address too, so that it follows
+# the route change (over IPv4 it would stay on the first pair, and its
+# losses there stall the transfer with the RDMA side idle).
+transfer() {
+	ip netns exec "$NS_A" timeout 280 "$MR_INTEGRITY" -d "$RDMA_A" -g "$GID_A" \
+		-p "$1" -n "$2" -q 2 -s 1M -t 60 >"$dir/server" 2>&1 &
+	SPID=$!
+	pids+=("$SPID")
+	sleep 1
+	ip netns exec "$NS_B" timeout 280 "$MR_INTEGRITY" -d "$RDMA_B" -g "$GID_B" \
+		-p "$1" -n "$2" -q 2 -s 1M -t 60 "$DATA_A" >"$dir/client" 2>&1 &
+	CPID=$!
+	pids+=("$CPID")
+}
+
+first_pair || skip_rest "the first pair's addresses could not be set up"
 second_pair || skip_rest "the second veth pair could not be set up"
+wait_for 20 data_gid "$RDMA_A" "$DATA_A" && wait_for 20 data_gid "$RDMA_B" "$DATA_B" ||
+	skip_rest "no RoCE v2 GID of $DATA_A and $DATA_B"
+GID_A=$(data_gid "$RDMA_A" "$DATA_A")
+GID_B=$(data_gid "$RDMA_B" "$DATA_B")
+ktap_info "IPv$family: GID $GID_A ($DATA_A) and $GID_B ($DATA_B)"
 
 # 24 iterations of 1 MiB each way: long enough on Debian's kernel to be
 # running when the routes change (fabric.sh's plane failure found 8 could
 # end within a second).
-ip netns exec "$NS_A" timeout 280 "$MR_INTEGRITY" -d "$RDMA_A" -p 18810 \
-	-n 24 -q 2 -s 1M -t 60 >"$dir/server" 2>&1 &
-spid=$!
-pids+=("$spid")
-sleep 1
-ip netns exec "$NS_B" timeout 280 "$MR_INTEGRITY" -d "$RDMA_B" -p 18810 \
-	-n 24 -q 2 -s 1M -t 60 "$FABRIC_IP_A" >"$dir/client" 2>&1 &
-cpid=$!
-pids+=("$cpid")
+transfer 18810 24
 wait_for 60 veth0_moving 100000 || ktap_info "the transfer never reached 100 KB/s on veth0"
 r0=$(dev_tx_bytes "$NS_B" vethr1)
-ip -n "$NS_A" route add "$FABRIC_IP_B/32" dev vethr0 src "$FABRIC_IP_A" &&
-	ip -n "$NS_B" route add "$FABRIC_IP_A/32" dev vethr1 src "$FABRIC_IP_B" ||
+# Through the other host's second-pair address: an IPv6 host answers
+# neighbour solicitations only for the addresses of the device they arrive
+# on.
+ip -n "$NS_A" route add "$DATA_B/$HOST_LEN" via "$R_B" dev vethr0 src "$DATA_A" &&
+	ip -n "$NS_B" route add "$DATA_A/$HOST_LEN" via "$R_A" dev vethr1 src "$DATA_B" ||
 	skip_rest "the routes over the second pair could not be added"
 netem_both loss 100% || skip_rest "no netem"
 t0=$SECONDS
 running=1
-kill -0 "$cpid" 2>/dev/null || running=0
-wait "$cpid"
+kill -0 "$CPID" 2>/dev/null || running=0
+wait "$CPID"
 crc=$?
-wait "$spid"
+wait "$SPID"
 src=$?
+pids=()
 da=$(netem_dropped "$NS_A" veth0)
 db=$(netem_dropped "$NS_B" veth1)
 rest=$(($(dev_tx_bytes "$NS_B" vethr1) - r0))
@@ -106,4 +189,25 @@ else
 	check "$no_drops" eval '[ -n "$da" ] && [ -n "$db" ] && [ $((da + db)) -le 8 ]'
 	check "$carries" test "$rest" -gt "$rest_want"
 fi
+
+# The teardown under traffic, over the second pair (the first one drops
+# everything).
+kmsg_mark
+r0=$(dev_tx_bytes "$NS_B" vethr1)
+transfer 18811 200
+moving_r() { [ $(($(dev_tx_bytes "$NS_B" vethr1) - r0)) -gt 1000000 ]; }
+wait_for 60 moving_r || ktap_info "the second transfer never moved 1 MB"
+# The programs, not only the timeout(1) wrappers that ip netns exec runs.
+pkill -KILL -P "$SPID,$CPID"
+kill -KILL "$SPID" "$CPID" 2>/dev/null
+ip netns del "$NS_A"
+ip netns del "$NS_B"
+wait "$SPID" "$CPID" 2>/dev/null
+pids=()
+check "$gone" eval 'wait_for 60 ibdev_gone "$RDMA_A" && wait_for 60 ibdev_gone "$RDMA_B"'
+RDMA_A= RDMA_B=
+# The kernel names a net device that a held reference keeps from being freed
+# once it has waited 10 s for it.
+sleep 12
+check "$no_wait" eval 'kmsg_since >"$dir/log" && ! grep "waiting for .* to become free" "$dir/log"'
 ktap_finish
