@@ -12,7 +12,7 @@ use crate::transport::wire;
 use core::{
     marker::PhantomData,
     ptr::null_mut,
-    sync::atomic::{AtomicPtr, AtomicUsize, Ordering, Ordering::Relaxed},
+    sync::atomic::{AtomicPtr, AtomicUsize, Ordering},
 };
 use kernel::{alloc::KVec, error::to_result, ffi::c_int, prelude::*, sync::Arc};
 
@@ -81,6 +81,9 @@ pub(crate) struct NetPort<H: UdpHandler> {
     sk6: AtomicPtr<bindings::sock>,
     /// The devices of the namespace, which `dispatch` asks in turn.
     devs: Pin<KBox<SpinLockBh<KVec<Arc<H>>>>>,
+    /// The routes of this namespace that [`RouteCache`]s hold: none may be
+    /// left once the devices were told the port closed (`pre_exit`).
+    routes: Arc<AtomicUsize>,
 }
 
 /// One of a port's sockets, loaded inside the RCU read-side critical
@@ -188,13 +191,15 @@ impl Drop for Route {
     }
 }
 
-/// How long a cached route is used before it is looked up again
-/// ([`RouteCache`]): 100 ms.
+/// The longest a cached route is used before it is looked up again
+/// ([`RouteCache`]).
 pub(crate) const ROUTE_MAX_AGE_NS: u64 = 100_000_000;
 
-/// Routes held by the module's [`RouteCache`]s: each must be let go by the
-/// time the module's ports are gone (the check in `NetPorts`' drop), since a
-/// route must not outlive its namespace.
+/// Routes held by the module's [`RouteCache`]s. Each port counts its own
+/// (`NetPort::routes`), checked when its namespace goes (`pre_exit`); this
+/// count is checked when the module unloads (`NetPorts`' drop). Both catch
+/// a route still held, not one let go after its namespace was freed (which
+/// only KASAN sees, if the release comes while it watches).
 static ROUTES_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// A flow of datagrams, whose route a [`RouteCache`] holds: a destination,
@@ -225,11 +230,12 @@ enum Source {
 ///
 /// No check sees everything a fresh lookup would: IPv6 passes over a route
 /// through a router whose neighbour entry is being resolved (or failed) and
-/// takes a less specific one, and the router becoming reachable changes no
-/// serial number. A route is therefore also used for at most
-/// [`ROUTE_MAX_AGE_NS`], and then looked up again: a flow that was given
-/// such a fallback moves to the route meant for it within that time. One
-/// lookup per flow per period costs nothing beside the datagrams.
+/// takes a less specific one, IPv4 with `fib_multipath_use_neigh` passes
+/// over a multipath next hop whose neighbour failed, and the neighbour
+/// answering changes no generation or serial number. A route is therefore
+/// also used for at most [`ROUTE_MAX_AGE_NS`] (100 ms), and then looked up
+/// again: a flow that was given such a fallback moves to the route meant
+/// for it within that time. That is at most ten lookups per flow a second.
 ///
 /// A cache serves the flows of one [`NetPort`] (the
 /// namespace its routes belong to), and is used by one sender at a time
@@ -239,12 +245,15 @@ enum Source {
 ///
 /// `dst` is null or a route of `flow` looked up through the port's socket of
 /// its family (`source` says which), of which the cache holds one reference,
-/// released only by `forget`; `cookie` is the value to check it with, and
-/// `since` the clock ([`now_ns`]) when it was looked up.
+/// released only by `forget`; `cookie` is the value to check it with,
+/// `since` the clock ([`now_ns`]) when it was looked up, and `port_routes`
+/// the count of held routes of that port, which the route is counted in
+/// (and in `ROUTES_HELD`) while it is held; it is `None` when `dst` is null.
 pub(crate) struct RouteCache {
     dst: *mut bindings::dst_entry,
     cookie: u32,
     since: u64,
+    port_routes: Option<Arc<AtomicUsize>>,
     source: Source,
     flow: Option<Flow>,
 }
@@ -260,6 +269,7 @@ impl RouteCache {
             dst: null_mut(),
             cookie: 0,
             since: 0,
+            port_routes: None,
             source: Source::V4(0),
             flow: None,
         }
@@ -272,7 +282,10 @@ impl RouteCache {
             // pointer is cleared with it.
             unsafe { bindings::mr_dst_release(self.dst) };
             self.dst = null_mut();
-            ROUTES_HELD.fetch_sub(1, Relaxed);
+            ROUTES_HELD.fetch_sub(1, Ordering::Relaxed);
+            if let Some(port) = self.port_routes.take() {
+                port.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -329,8 +342,14 @@ impl RouteCache {
     ///
     /// # Safety
     ///
-    /// `dst` is a valid route of the flow selected, of `source`'s family.
-    unsafe fn set(&mut self, dst: *mut bindings::dst_entry, source: Source) {
+    /// `dst` is a valid route of the flow selected, of `source`'s family,
+    /// looked up through the port whose count of held routes is `held`.
+    unsafe fn set(
+        &mut self,
+        dst: *mut bindings::dst_entry,
+        source: Source,
+        held: &Arc<AtomicUsize>,
+    ) {
         self.forget();
         // SAFETY: `dst` is valid and held by the caller (the function's
         // safety requirements): another reference, for the cache. An IPv6
@@ -346,7 +365,9 @@ impl RouteCache {
         // requirements), with its cookie, looked up now.
         self.dst = dst;
         self.since = now_ns();
-        ROUTES_HELD.fetch_add(1, Relaxed);
+        ROUTES_HELD.fetch_add(1, Ordering::Relaxed);
+        held.fetch_add(1, Ordering::Relaxed);
+        self.port_routes = Some(held.clone());
         self.source = source;
     }
 }
@@ -424,7 +445,10 @@ impl<H: UdpHandler> NetPort<H> {
         let (sk, route) = match daddr.v4() {
             Some(v4) => {
                 let sk = self.sock(false, &rcu).ok_or(TxError::Closed)?;
-                (sk, Self::route4(sk, v4, oif, sport, dport, cache)?)
+                (
+                    sk,
+                    Self::route4(sk, v4, oif, sport, dport, cache, &self.routes)?,
+                )
             }
             None => {
                 let Some(sk) = self.sock(true, &rcu) else {
@@ -434,7 +458,10 @@ impl<H: UdpHandler> NetPort<H> {
                         Some(_) => TxError::NoRoute,
                     });
                 };
-                (sk, Self::route6(sk, &daddr, oif, sport, dport, cache)?)
+                (
+                    sk,
+                    Self::route6(sk, &daddr, oif, sport, dport, cache, &self.routes)?,
+                )
             }
         };
         let total = header.len() + payload_len;
@@ -476,6 +503,7 @@ impl<H: UdpHandler> NetPort<H> {
         sport: u16,
         dport: u16,
         mut cache: Option<&mut RouteCache>,
+        held: &Arc<AtomicUsize>,
     ) -> Result<Route, TxError> {
         if let Some((dst, Source::V4(saddr))) = cache.as_deref_mut().and_then(|c| c.get(false)) {
             return Ok(Route::V4 {
@@ -501,7 +529,7 @@ impl<H: UdpHandler> NetPort<H> {
         if let Some(c) = cache {
             // SAFETY: A valid IPv4 route of the flow `send` selected, held
             // (`Route`'s until it is sent or dropped).
-            unsafe { c.set(bindings::mr_rt_dst(rt), Source::V4(fl.saddr)) };
+            unsafe { c.set(bindings::mr_rt_dst(rt), Source::V4(fl.saddr), held) };
         }
         Ok(Route::V4 {
             rt,
@@ -523,6 +551,7 @@ impl<H: UdpHandler> NetPort<H> {
         sport: u16,
         dport: u16,
         mut cache: Option<&mut RouteCache>,
+        held: &Arc<AtomicUsize>,
     ) -> Result<Route, TxError> {
         if let Some((dst, Source::V6(saddr))) = cache.as_deref_mut().and_then(|c| c.get(true)) {
             let mut d = bindings::in6_addr::default();
@@ -550,7 +579,7 @@ impl<H: UdpHandler> NetPort<H> {
         if let Some(c) = cache {
             // SAFETY: A valid IPv6 route of the flow `send` selected, held
             // (`Route`'s until it is sent or dropped).
-            unsafe { c.set(dst, Source::V6(fl.saddr)) };
+            unsafe { c.set(dst, Source::V6(fl.saddr), held) };
         }
         Ok(Route::V6 {
             dst,
@@ -754,6 +783,7 @@ impl<H: UdpHandler> NetPorts<H> {
                     crate::new_spinlock_bh!(KVec::new(), "metaroce_port"),
                     GFP_KERNEL,
                 )?,
+                routes: Arc::new(AtomicUsize::new(0), GFP_KERNEL)?,
             },
             GFP_KERNEL,
         )?;
@@ -852,6 +882,14 @@ impl<H: UdpHandler> NetPorts<H> {
         for dev in devs.iter() {
             dev.port_closed();
         }
+        if !raw.is_null() {
+            // SAFETY: The slot's reference keeps the port live until `exit`.
+            let left = unsafe { (*raw).routes.load(Ordering::Relaxed) };
+            if left != 0 {
+                pr_err!("{left} cached routes outlive the closing of their namespace's port\n");
+                kernel::warn_on!(true);
+            }
+        }
     }
 
     /// Waits until no sender can still be using `socks` (closed, and ours
@@ -905,7 +943,11 @@ impl<H: UdpHandler> Drop for NetPorts<H> {
         // Every connection was killed (its device closed) and every port
         // closed: a route still held is a leak that may outlive its
         // namespace.
-        kernel::warn_on!(ROUTES_HELD.load(Relaxed) != 0);
+        let left = ROUTES_HELD.load(Ordering::Relaxed);
+        if left != 0 {
+            pr_err!("{left} cached routes still held as the module unloads\n");
+            kernel::warn_on!(true);
+        }
     }
 }
 

@@ -121,9 +121,11 @@ impl Shared {
     /// Leaves the namespace's port and drops the peer connections (the
     /// device is going away; its queue pairs are gone).
     pub(crate) fn close(self: &Arc<Self>) {
-        // No connection sends from here on (it takes the port under its
-        // lock, in `Shared::send`; one in progress holds that lock); UD
-        // datagrams may still, but they cache no route.
+        // No connection sends from here on: `Shared::send` clones the port
+        // from under this lock and lets the lock go, but it runs under its
+        // peer's lock, which `kill` below takes (a send in progress ends
+        // first, and a dead peer sends nothing). UD datagrams may still go
+        // out, but they cache no route.
         let port = self.port.lock().take();
         // The connections die while still in the table, and the device
         // leaves the port last: a namespace going away meanwhile finds the

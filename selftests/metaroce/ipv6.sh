@@ -37,21 +37,9 @@ logs=$(mktemp -d)
 trap 'rdma_fabric_down; rm -rf "$logs"' EXIT
 points=12
 
-# gid6 ADDR: the sysfs spelling of an IPv6 address's GID (eight groups of
-# four hex digits).
-gid6() {
-	python3 -c 'import ipaddress, sys
-print(":".join("%04x" % g for g in __import__("struct").unpack(">8H", ipaddress.IPv6Address(sys.argv[1]).packed)))' "$1"
-}
-
 # link_local NS DEV: the link-local address of DEV.
 link_local() {
 	ip -n "$1" -6 -o addr show dev "$2" scope link | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
-}
-
-# v6_index DEV ADDR: the GID index of ADDR's RoCE v2 GID on DEV.
-v6_index() {
-	roce_v2_index "$1" "$(gid6 "$2")"
 }
 
 # The namespaces as lib.sh's pair, with duplicate address detection off (a

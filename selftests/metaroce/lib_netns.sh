@@ -110,6 +110,18 @@ fabric_gid_index() {
 	roce_v2_index "$1" "$(fabric_gid_of "$2")"
 }
 
+# gid6 ADDR: the sysfs spelling of an IPv6 address's GID (eight groups of
+# four hex digits).
+gid6() {
+	python3 -c 'import ipaddress, sys
+print(":".join("%04x" % g for g in __import__("struct").unpack(">8H", ipaddress.IPv6Address(sys.argv[1]).packed)))' "$1"
+}
+
+# v6_index DEV ADDR: the GID index of ADDR's RoCE v2 GID on DEV.
+v6_index() {
+	roce_v2_index "$1" "$(gid6 "$2")"
+}
+
 # fabric_dev_ready DEV IP: port 1 ACTIVE and IP's GID in the table.
 fabric_dev_ready() {
 	local dev=/sys/class/infiniband/$1/ports/1 gid

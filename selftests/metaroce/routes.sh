@@ -19,17 +19,20 @@
 # and both namespaces deleted at once: the connections still hold cached
 # routes of the namespaces being freed, and the namespaces' teardown must
 # let go of them (NetPorts::pre_exit, UdpHandler::port_closed):
-#   - both devices go away (their net devices could not be freed while a
-#     route held them), with no "waiting for ... to become free" in the log;
-#     the runner's KASAN and kmemleak checks see the rest.
+#   - both devices go away. A route still held when a namespace's port
+#     closes is a kernel warning (NetPorts::pre_exit), which the runner's
+#     log check fails on, as it does on a net device left waiting for a
+#     reference; KASAN watches for a route let go too late, and kmemleak is
+#     asked at the end of the run.
 #
 # ROUTES_FAMILY=4 (the default; 10.77.0.0/24 and 10.79.0.0/24) or 6
-# (fd77::/64 and fd79::/64, routes_ipv6.sh): IPv6 routes count themselves in
-# their namespace, so the teardown point matters most there. With IPv4, IPv6
-# is off on the first pair, so that its neighbour discovery does not count
-# among the drops; with IPv6 the first pair's addresses are added without
-# duplicate address detection and all of its neighbour discovery happens
-# before the change.
+# (fd77::/64 and fd79::/64, routes_ipv6.sh): IPv6 routes keep their
+# namespace's route operations, so the teardown point matters most there.
+# With IPv4, IPv6 is off on the first pair, so that its neighbour discovery
+# does not count among the drops; with IPv6 the first pair's addresses are
+# added without duplicate address detection and it sends no router
+# solicitations, so that only neighbour discovery for the peer's address,
+# which the change makes unused, could be dropped.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_netns.sh"
@@ -50,9 +53,13 @@ case $family in
 	;;
 esac
 
-metaroce_integrity_needs ip tc sysctl
-[ "$family" = 4 ] || [ -e /proc/net/if_inet6 ] || skip_all "the kernel has no IPv6"
-ktap_plan 6
+if [ "$family" = 6 ]; then
+	metaroce_integrity_needs ip tc sysctl python3
+	[ -e /proc/net/if_inet6 ] || skip_all "the kernel has no IPv6"
+else
+	metaroce_integrity_needs ip tc sysctl
+fi
+ktap_plan 5
 dir=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rdma_fabric_down; rm -rf "$dir"' EXIT
@@ -63,10 +70,9 @@ no_drops="IPv$family: the first pair drops nothing after the change (at most 8 p
 rest_want=1000000
 carries="IPv$family: the second pair carries the rest (over $rest_want bytes)"
 gone="IPv$family: killing both programs and deleting both namespaces under traffic removes both devices"
-no_wait="IPv$family: no net device waited for a reference to go (\"waiting for ... to become free\")"
 skip_rest() { # WHY: the points after the fabric's, skipped
 	local p
-	for p in "$completes" "$no_drops" "$carries" "$gone" "$no_wait"; do
+	for p in "$completes" "$no_drops" "$carries" "$gone"; do
 		ktap_skip "$p" "$1"
 	done
 	ktap_finish
@@ -94,7 +100,11 @@ first_pair() {
 			ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.veth1.disable_ipv6=1
 		return
 	}
-	addr_on "$NS_A" veth0 "$DATA_A" 64 && addr_on "$NS_B" veth1 "$DATA_B" 64
+	ip netns exec "$NS_A" sysctl -qw net.ipv6.conf.veth0.router_solicitations=0 \
+		net.ipv6.conf.veth0.accept_ra=0 &&
+		ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.veth1.router_solicitations=0 \
+			net.ipv6.conf.veth1.accept_ra=0 &&
+		addr_on "$NS_A" veth0 "$DATA_A" 64 && addr_on "$NS_B" veth1 "$DATA_B" 64
 }
 
 second_pair() {
@@ -115,21 +125,18 @@ second_pair() {
 
 # data_gid DEV ADDR: the GID index of ADDR's RoCE v2 GID on DEV.
 data_gid() {
-	local g
 	if [ "$family" = 6 ]; then
-		# fd77::N, spelt as sysfs does
-		g=$(printf 'fd77:0000:0000:0000:0000:0000:0000:%04x' "0x${2##*:}")
+		v6_index "$1" "$2"
 	else
-		g=$(fabric_gid_of "$2")
+		fabric_gid_index "$1" "$2"
 	fi
-	roce_v2_index "$1" "$g"
 }
 
 # transfer PORT ITERATIONS: mr-integrity between the data addresses, the
 # server in A and the client in B, in the background (SPID and CPID). Its
 # TCP control connection goes to the data address too, so that it follows
-# the route change (over IPv4 it would stay on the first pair, and its
-# losses there stall the transfer with the RDMA side idle).
+# the route change (in the IPv6 run, one over IPv4 would stay on the first
+# pair, and its losses there stall the transfer with the RDMA side idle).
 transfer() {
 	ip netns exec "$NS_A" timeout 280 "$MR_INTEGRITY" -d "$RDMA_A" -g "$GID_A" \
 		-p "$1" -n "$2" -q 2 -s 1M -t 60 >"$dir/server" 2>&1 &
@@ -192,11 +199,11 @@ fi
 
 # The teardown under traffic, over the second pair (the first one drops
 # everything).
-kmsg_mark
 r0=$(dev_tx_bytes "$NS_B" vethr1)
 transfer 18811 200
 moving_r() { [ $(($(dev_tx_bytes "$NS_B" vethr1) - r0)) -gt 1000000 ]; }
-wait_for 60 moving_r || ktap_info "the second transfer never moved 1 MB"
+under_traffic=0
+wait_for 60 moving_r && kill -0 "$SPID" "$CPID" 2>/dev/null && under_traffic=1
 # The programs, not only the timeout(1) wrappers that ip netns exec runs.
 pkill -KILL -P "$SPID,$CPID"
 kill -KILL "$SPID" "$CPID" 2>/dev/null
@@ -204,10 +211,12 @@ ip netns del "$NS_A"
 ip netns del "$NS_B"
 wait "$SPID" "$CPID" 2>/dev/null
 pids=()
-check "$gone" eval 'wait_for 60 ibdev_gone "$RDMA_A" && wait_for 60 ibdev_gone "$RDMA_B"'
-RDMA_A= RDMA_B=
-# The kernel names a net device that a held reference keeps from being freed
-# once it has waited 10 s for it.
-sleep 12
-check "$no_wait" eval 'kmsg_since >"$dir/log" && ! grep "waiting for .* to become free" "$dir/log"'
+if [ "$under_traffic" = 0 ]; then
+	ktap_skip "$gone" "the second transfer was not running (it never moved 1 MB, or it had ended)"
+elif wait_for 60 ibdev_gone "$RDMA_A" && wait_for 60 ibdev_gone "$RDMA_B"; then
+	ktap_ok "$gone"
+	RDMA_A= RDMA_B=
+else
+	ktap_fail "$gone"
+fi
 ktap_finish

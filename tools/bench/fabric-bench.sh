@@ -160,26 +160,49 @@ run_once() {
 	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
 }
 
-# profile_start NAME KIND: with BENCH_PERF=1, starts a system-wide profile
-# for the coming bandwidth run; profile_end writes it, symbols hottest first,
-# into OUT/perf-NAME.txt. (perf takes seconds to start under TCG.)
+# profile_start NAME KIND: with BENCH_PERF=1, a system-wide profile of the
+# coming bandwidth run; profile_end writes it, symbols hottest first, into
+# OUT/perf-NAME.txt. perf takes seconds to start under TCG (it reads every
+# process's maps first), longer than a run: it starts with its events off,
+# and profile_start turns them on through perf's control FIFO and waits for
+# the acknowledgement, so that the samples are those of the run, not of the
+# idle time after it (before, a profile was 99.7% the idle loop).
+prof=
+prof_pid=
 profile_start() {
 	prof=
 	[ "${BENCH_PERF:-0}" = 1 ] && [ "$2" = bw ] && command -v perf >/dev/null || return 0
 	prof="$out/perf-$(tr -c 'A-Za-z0-9.\n-' _ <<<"$1")"
+	rm -f "$logs/perf.ctl" "$logs/perf.ack"
+	mkfifo "$logs/perf.ctl" "$logs/perf.ack" || {
+		prof=
+		return 0
+	}
 	# The data file on tmpfs: perf cannot finish one on the 9p share.
-	perf record -q -a -e cpu-clock -F 499 -o "$logs/perf.data" -- sleep $((dur + 1)) \
+	perf record -q -a -e cpu-clock -F 499 -D -1 \
+		--control "fifo:$logs/perf.ctl,$logs/perf.ack" -o "$logs/perf.data" -- sleep 600 \
 		>"$prof.err" 2>&1 &
 	prof_pid=$!
-	sleep 3
+	# Opening the FIFO blocks until perf has it open: both sides in
+	# timeouts, so that a perf that failed costs a minute, not the run.
+	if timeout 60 sh -c 'echo enable >"$1" && read -r a <"$2" && [ "$a" = ack ]' sh \
+		"$logs/perf.ctl" "$logs/perf.ack"; then
+		return 0
+	fi
+	echo "# perf did not start: no profile for $1"
+	kill "$prof_pid" 2>/dev/null
+	wait "$prof_pid" 2>/dev/null
+	prof=
 }
 
 profile_end() {
 	[ -n "$prof" ] || return 0
+	timeout 20 sh -c 'echo disable >"$1" && read -r a <"$2"' sh "$logs/perf.ctl" "$logs/perf.ack"
+	kill -INT "$prof_pid" 2>/dev/null
 	wait "$prof_pid"
 	perf report -i "$logs/perf.data" --stdio --no-children --sort dso,sym 2>>"$prof.err" |
 		grep -v '^#' | grep -v '^$' | head -80 >"$prof.txt"
-	rm -f "$logs/perf.data"
+	rm -f "$logs/perf.data" "$logs/perf.ctl" "$logs/perf.ack"
 	[ -s "$prof.txt" ] && rm -f "$prof.err"
 }
 
