@@ -233,9 +233,18 @@ impl<T: DeviceOps> DeviceSet<T> {
     /// Calls `f` with the data of every device bound to `ndev`, under the
     /// set's lock (`f` must not add or remove devices). Safe to call from a
     /// netdevice notifier.
-    pub(crate) fn for_each_on(&self, ndev: &NetDevice, mut f: impl FnMut(&T)) {
+    pub(crate) fn for_each_on(&self, ndev: &NetDevice, f: impl FnMut(&T)) {
+        self.for_each_where(|e| e.is_on(ndev), f);
+    }
+
+    /// Calls `f` with the data of every device, as [`Self::for_each_on`].
+    pub(crate) fn for_each(&self, f: impl FnMut(&T)) {
+        self.for_each_where(|_| true, f);
+    }
+
+    fn for_each_where(&self, which: impl Fn(&Entry) -> bool, mut f: impl FnMut(&T)) {
         let entries = self.entries.lock();
-        for e in entries.iter().filter(|e| e.is_on(ndev)) {
+        for e in entries.iter().filter(|e| which(e)) {
             // SAFETY: A listed device is live and its data initialised: `add`
             // lists it after initialising the data, and `dealloc_driver`
             // removes the entry, under this lock, before dropping the data.

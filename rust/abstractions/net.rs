@@ -202,6 +202,15 @@ pub(crate) const ROUTE_MAX_AGE_NS: u64 = 100_000_000;
 /// only KASAN sees, if the release comes while it watches).
 static ROUTES_HELD: AtomicUsize = AtomicUsize::new(0);
 
+/// A kernel warning (`WARN_ON`, which the test runs fail on) if `left`
+/// cached routes are still held, `when` saying when that is.
+fn warn_routes_left(left: usize, when: &str) {
+    if left != 0 {
+        pr_err!("{left} cached routes {when}\n");
+        kernel::warn_on!(true);
+    }
+}
+
 /// A flow of datagrams, whose route a [`RouteCache`] holds: a destination,
 /// a UDP source port (under a multipath route each may take its own link)
 /// and the device a link-scoped destination is reached through.
@@ -885,10 +894,7 @@ impl<H: UdpHandler> NetPorts<H> {
         if !raw.is_null() {
             // SAFETY: The slot's reference keeps the port live until `exit`.
             let left = unsafe { (*raw).routes.load(Ordering::Relaxed) };
-            if left != 0 {
-                pr_err!("{left} cached routes outlive the closing of their namespace's port\n");
-                kernel::warn_on!(true);
-            }
+            warn_routes_left(left, "outlive the closing of their namespace's port");
         }
     }
 
@@ -943,11 +949,10 @@ impl<H: UdpHandler> Drop for NetPorts<H> {
         // Every connection was killed (its device closed) and every port
         // closed: a route still held is a leak that may outlive its
         // namespace.
-        let left = ROUTES_HELD.load(Ordering::Relaxed);
-        if left != 0 {
-            pr_err!("{left} cached routes still held as the module unloads\n");
-            kernel::warn_on!(true);
-        }
+        warn_routes_left(
+            ROUTES_HELD.load(Ordering::Relaxed),
+            "still held as the module unloads",
+        );
     }
 }
 

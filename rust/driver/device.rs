@@ -97,6 +97,12 @@ impl MetaroceDevice {
         })
     }
 
+    /// Every connection lets go of its cached routes (a net device is
+    /// going away: netdevice notifier, RTNL held).
+    pub(crate) fn forget_routes(&self) {
+        self.shared.forget_routes();
+    }
+
     /// The net device went up or down or its carrier changed (netdevice
     /// notifier, RTNL held): an active port that is no longer counts in
     /// `link_downed`; the capacity shared among senders follows a link

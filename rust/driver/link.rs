@@ -65,7 +65,14 @@ impl LinkOps for Driver {
 impl NetdevEvents for Driver {
     fn event(&self, event: NetdevEvent, ndev: &NetDevice) {
         match event {
-            NetdevEvent::Unregister => self.devices.unregister_by_netdev(ndev),
+            NetdevEvent::Unregister => {
+                // A cached route holds its net device, which cannot go until
+                // the route does: every connection lets go of its routes now
+                // (they are looked up again at the next datagram), not when
+                // its device or connection goes, which may be long after.
+                self.devices.for_each(|d| d.forget_routes());
+                self.devices.unregister_by_netdev(ndev);
+            }
             NetdevEvent::LinkChange => {
                 let active = ndev.is_active();
                 // Asked only of net devices that carry a MetaRoCE device.

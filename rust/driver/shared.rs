@@ -122,10 +122,10 @@ impl Shared {
     /// device is going away; its queue pairs are gone).
     pub(crate) fn close(self: &Arc<Self>) {
         // No connection sends from here on: `Shared::send` clones the port
-        // from under this lock and lets the lock go, but it runs under its
-        // peer's lock, which `kill` below takes (a send in progress ends
-        // first, and a dead peer sends nothing). UD datagrams may still go
-        // out, but they cache no route.
+        // from under this lock and lets the lock go, but its callers hold
+        // their peer's lock, which `each_peer` below takes to kill the peer
+        // (a send in progress ends first, and a dead peer sends nothing). UD
+        // datagrams may still go out, but they cache no route.
         let port = self.port.lock().take();
         // The connections die while still in the table, and the device
         // leaves the port last: a namespace going away meanwhile finds the
@@ -486,11 +486,19 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Every connection lets go of its cached routes; a later datagram
+    /// looks its route up again.
+    pub(crate) fn forget_routes(&self) {
+        self.each_peer(|p| p.st.lock().forget_routes());
+    }
+}
+
 impl UdpHandler for Shared {
     fn port_closed(&self) {
         // A connection that died let go of its routes (`kill`); one set up
         // from here on finds the port closed and caches nothing.
-        self.each_peer(|p| p.st.lock().forget_routes());
+        self.forget_routes();
     }
 
     fn owns(&self, pkt: &RxPacket<'_>) -> bool {

@@ -30,6 +30,11 @@
 #                         queue is fq_codel with ECN marking
 #   plane_down I / plane_up I   plane I's link down (a failed plane: packets
 #                         hashed to it are lost until the senders move) / up
+#   fabric_gid_of IP / gid6 ADDR
+#                         the sysfs spelling of an IPv4 (IPv4-mapped) or IPv6
+#                         address's GID (gid6 runs python3)
+#   fabric_gid_index DEV IP / v6_index DEV ADDR
+#                         the GID index of that address's RoCE v2 GID on DEV
 #   dev_tx_bytes NS DEV   bytes net device DEV of namespace NS has sent so far
 #   plane_bytes I [NS]    bytes router NS (default RA) has sent on plane I
 #                         so far
