@@ -9,7 +9,8 @@
 //! `ib_device_ops` table and its device-level operations), `restrack` (the
 //! driver's attributes in `rdma resource -dd`), `verbs_adapter`
 //! (the verbs operations), `ops` (the `DeviceOps` trait and the objects its
-//! operations are given), `types` (plain values), `memory` (pinned user pages,
+//! operations are given), `ring` (completion rings shared with user space,
+//! and the device's `mmap`), `types` (plain values), `memory` (pinned user pages,
 //! kernel memory), `link` (`rdma_link_ops`), `net` (UDP port), `timer`
 //! (timers, the clock), `netdev`, `sync`, `trace` (tracepoints), `bindings`.
 
@@ -22,6 +23,7 @@ pub(crate) mod net;
 pub(crate) mod netdev;
 pub(crate) mod ops;
 mod restrack;
+pub(crate) mod ring;
 pub(crate) mod sync;
 pub(crate) mod timer;
 pub(crate) mod trace;

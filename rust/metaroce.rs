@@ -40,6 +40,10 @@ module! {
             default: 16,
             description: "Paths (UDP source ports) each connection sprays over, 1 to 16",
         },
+        cq_ring: u32 {
+            default: 1,
+            description: "1: a process may read its CQs' completions from a ring it maps, without a system call; 0: POLL_CQ only",
+        },
         capacity_mbps: u32 {
             default: 0,
             description: "Mbit/s each device shares among the peers sending to it (0: the net device's link speed)",

@@ -15,4 +15,5 @@
 #include <uapi/rdma/ib_user_ioctl_verbs.h>
 
 #include "helpers.h"
+#include "../../uapi/rdma/metaroce-abi.h"
 

@@ -95,6 +95,46 @@ struct ib_udata *mr_attrs_udata(struct uverbs_attr_bundle *attrs)
 	return attrs ? &attrs->driver_udata : NULL;
 }
 
+int mr_ib_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
+
+bool mr_ib_is_udata_cleared(struct ib_udata *udata, size_t offset, size_t len)
+{
+	return ib_is_udata_cleared(udata, offset, len);
+}
+
+struct ib_ucontext *mr_udata_ucontext(struct ib_udata *udata)
+{
+	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
+}
+
+u64 mr_mmap_entry_offset(const struct rdma_user_mmap_entry *entry)
+{
+	return rdma_user_mmap_get_offset(entry);
+}
+
+void *mr_vzalloc_account(unsigned long size)
+{
+	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+}
+
+unsigned long mr_vma_start(const struct vm_area_struct *vma)
+{
+	return vma->vm_start;
+}
+
+bool mr_vma_exec(const struct vm_area_struct *vma)
+{
+	return vma->vm_flags & VM_EXEC;
+}
+
+void mr_vma_ring_flags(struct vm_area_struct *vma)
+{
+	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYEXEC);
+}
+
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem)
 {
 	return umem->sgt_append.sgt.sgl;

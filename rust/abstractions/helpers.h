@@ -29,6 +29,9 @@
 #include <linux/rtnetlink.h>
 #include <net/netlink.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/uverbs_ioctl.h>
+#include <linux/mm.h>
+#include <linux/vmalloc.h>
 
 bool mr_ib_device_try_get(struct ib_device *dev);
 enum ib_port_state mr_ib_get_curr_port_state(struct net_device *ndev);
@@ -50,6 +53,18 @@ void mr_rcu_read_unlock_bh(void);
 int mr_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len);
 /* The driver data of a uverbs call; NULL for a kernel caller (no bundle). */
 struct ib_udata *mr_attrs_udata(struct uverbs_attr_bundle *attrs);
+int mr_ib_copy_from_udata(void *dst, struct ib_udata *udata, size_t len);
+bool mr_ib_is_udata_cleared(struct ib_udata *udata, size_t offset, size_t len);
+/* The user context of a uverbs call's driver data (never NULL for one). */
+struct ib_ucontext *mr_udata_ucontext(struct ib_udata *udata);
+u64 mr_mmap_entry_offset(const struct rdma_user_mmap_entry *entry);
+/* Zeroed, virtually contiguous, charged to the caller's memory cgroup. */
+void *mr_vzalloc_account(unsigned long size);
+unsigned long mr_vma_start(const struct vm_area_struct *vma);
+bool mr_vma_exec(const struct vm_area_struct *vma);
+/* A ring's mapping: never grown by mremap(), left out of core dumps, never
+ * made executable by mprotect(). */
+void mr_vma_ring_flags(struct vm_area_struct *vma);
 struct scatterlist *mr_umem_sgl(struct ib_umem *umem);
 unsigned int mr_umem_nents(struct ib_umem *umem);
 struct page *mr_sg_page_iter_page(struct sg_page_iter *piter);

@@ -11,6 +11,7 @@ use super::{
     bindings,
     memory::{KernelMemory, Translation, Umem},
     netdev::NetDevice,
+    ring::CqRingMem,
     sync::SpinLockBh,
     types::{
         Access, AhAttr, CounterDesc, DeviceAttr, IpAddr, LinkSpeed, MrKeys, PortAttr,
@@ -93,11 +94,21 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
     /// The number of entries granted for a CQ of `cqe` requested entries.
     fn cq_size(dev: &Device<Self>, cqe: u32) -> Result<u32>;
-    /// Creates a CQ of `cqe` entries whose completion event is `events`.
-    fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Self::Cq>;
+    /// Whether a process may ask for CQs whose completions are written to a
+    /// ring it maps (`METAROCE_UCTX_CQ_RING`).
+    fn cq_rings(dev: &Device<Self>) -> bool;
+    /// Creates a CQ of `cqe` entries whose completion event is `events`,
+    /// writing its completions to `ring` (shared with its process) if given.
+    fn create_cq(
+        dev: &Device<Self>,
+        cqe: u32,
+        events: Arc<CqEvents>,
+        ring: Option<Arc<CqRingMem>>,
+    ) -> Result<Self::Cq>;
     /// Gives a CQ room for `cqe` entries (granted by [`Self::cq_size`]),
-    /// keeping the completions it holds; fails if they do not fit.
-    fn resize_cq(cq: &Self::Cq, cqe: u32) -> Result;
+    /// keeping the completions it holds; fails if they do not fit. A CQ
+    /// created with a ring is given a new one, `ring`.
+    fn resize_cq(cq: &Self::Cq, cqe: u32, ring: Option<Arc<CqRingMem>>) -> Result;
     /// A CQ is about to be freed (no QP uses it any more).
     fn destroy_cq(cq: &Self::Cq);
     /// Takes the oldest completion.
@@ -427,6 +438,12 @@ impl Udata {
     pub(crate) fn in_len(&self) -> usize {
         // SAFETY: The pointer is valid for the call (the core passes it).
         unsafe { (*self.0).inlen }
+    }
+
+    /// Room in the caller's response buffer.
+    pub(crate) fn out_len(&self) -> usize {
+        // SAFETY: As in `in_len`.
+        unsafe { (*self.0).outlen }
     }
 
     /// Copies `bytes` to the caller's response buffer (at most its length).

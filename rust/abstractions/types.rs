@@ -290,12 +290,73 @@ pub(crate) struct Wc {
     pub(crate) imm: Option<u32>,
     /// The queue pair.
     pub(crate) qp: QpId,
+    /// Its number (`qp_num` of a ring's completion: `qp` may be destroyed
+    /// before user space reads it).
+    pub(crate) qpn: u32,
     /// The sender's QP number (receives).
     pub(crate) src_qp: u32,
     /// The receive buffer starts with a GRH (UD receives).
     pub(crate) grh: bool,
     /// The key a Send with Invalidate invalidated (receives).
     pub(crate) invalidated: Option<u32>,
+}
+
+impl WcStatus {
+    /// `enum ib_wc_status` (the same numbers as `ib_uverbs_wc.status`).
+    pub(super) fn raw(self) -> u32 {
+        match self {
+            WcStatus::Success => bindings::ib_wc_status_IB_WC_SUCCESS,
+            WcStatus::LocLenErr => bindings::ib_wc_status_IB_WC_LOC_LEN_ERR,
+            WcStatus::LocProtErr => bindings::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            WcStatus::WrFlushErr => bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            WcStatus::RemAccessErr => bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+            WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+            WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
+            WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+            WcStatus::RnrRetryExcErr => bindings::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
+            WcStatus::LocQpOpErr => bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+        }
+    }
+}
+
+impl WcOpcode {
+    /// `enum ib_wc_opcode` (the same numbers as `ib_uverbs_wc.opcode`).
+    pub(super) fn raw(self) -> u32 {
+        match self {
+            WcOpcode::Send => bindings::ib_wc_opcode_IB_WC_SEND,
+            WcOpcode::RdmaWrite => bindings::ib_wc_opcode_IB_WC_RDMA_WRITE,
+            WcOpcode::RdmaRead => bindings::ib_wc_opcode_IB_WC_RDMA_READ,
+            WcOpcode::CompSwap => bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
+            WcOpcode::FetchAdd => bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
+            WcOpcode::Recv => bindings::ib_wc_opcode_IB_WC_RECV,
+            WcOpcode::RecvRdmaWithImm => bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+            WcOpcode::RegMr => bindings::ib_wc_opcode_IB_WC_REG_MR,
+            WcOpcode::LocalInv => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
+        }
+    }
+}
+
+impl Wc {
+    /// `ib_wc_flags` and the `ex` word (immediate data or invalidated key).
+    /// No `IB_WC_WITH_NETWORK_HDR_TYPE`: it matters for UD and GSI only, and
+    /// uverbs copies `wc_flags` as they are, where bit 6 means
+    /// `IBV_WC_TM_DATA_VALID` (tag matching) to libibverbs.
+    pub(super) fn flags_ex(&self) -> (u32, u32) {
+        let mut flags = 0;
+        let mut ex = 0;
+        if let Some(imm) = self.imm {
+            ex = imm;
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+        }
+        if self.grh {
+            flags |= bindings::ib_wc_flags_IB_WC_GRH;
+        }
+        if let Some(key) = self.invalidated {
+            ex = key;
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+        }
+        (flags, ex)
+    }
 }
 
 /// Access rights of a memory region or QP (`enum ib_access_flags`).

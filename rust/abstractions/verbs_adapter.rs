@@ -22,6 +22,7 @@ mod srq;
 use super::{
     bindings,
     ops::{no_input, udata, CqEvents, Device, DeviceOps, SrqEvents},
+    ring::{self, CqRingMapping},
     types::{AhAttr, IpAddr, RecvWr, Sge, MAX_SGE},
 };
 use core::ops::Deref;
@@ -88,9 +89,11 @@ impl<I, D> Obj<I, D> {
 /// Driver data of a completion queue, with the adapter's event target.
 pub(crate) struct CqData<D> {
     events: Arc<CqEvents>,
-    /// Held across a resize and the write of the size it granted, so that
+    /// The mapping of the ring shared with the process, if the CQ has one
+    /// (dropped with the CQ, which removes its `mmap()` offset). Its lock is
+    /// held across a resize and the write of the size it granted, so that
     /// resizes of one CQ run one at a time and `cqe` is the ring's.
-    resizing: Pin<KBox<Mutex<()>>>,
+    ring: Pin<KBox<Mutex<Option<CqRingMapping>>>>,
     data: D,
 }
 
@@ -176,6 +179,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         ops.create_user_ah = Some(Self::create_ah);
         ops.destroy_ah = Some(Self::destroy_ah);
         ops.attach_mcast = Some(Self::attach_mcast);
+        ops.mmap = Some(ring::mmap);
+        ops.mmap_free = Some(ring::mmap_free);
         ops.detach_mcast = Some(Self::detach_mcast);
     }
 

@@ -23,6 +23,7 @@ use crate::abstractions::{
     net::NetPorts,
     netdev::NetDevice,
     ops::{CqEvents, Device, DeviceOps, ResAttrs, SrqEvents, Udata},
+    ring::CqRingMem,
     types::{
         Access, AhAttr, CounterDesc, DeviceAttr, IbMtu, IpAddr, LinkSpeed, MrKeys, PhysState,
         PortAttr, PortImmutable, PortState, QpCreate, QpModify, QpQuery, RecvWr, SendWr, SrqAttr,
@@ -43,6 +44,14 @@ use kernel::{
 pub(crate) const ABI_VERSION: u32 = 1;
 /// `METAROCE_UCTX_SYSCALL_QUEUES`.
 const UCTX_SYSCALL_QUEUES: u32 = 1;
+/// `METAROCE_UCTX_CQ_RING`.
+const UCTX_CQ_RING: u32 = 1 << 1;
+
+/// Whether CQs may have rings shared with user space: the `cq_ring` module
+/// parameter, set at load (1, the default; 0: none).
+fn cq_rings() -> bool {
+    *crate::module_parameters::cq_ring.value() != 0
+}
 
 /// Entries in the port's GID table (RoCE GIDs from the net device's addresses).
 pub(crate) const GID_TABLE_LEN: i32 = 1024;
@@ -259,14 +268,14 @@ impl DeviceOps for MetaroceDevice {
     fn alloc_ucontext(_dev: &Device<Self>, udata: &mut Udata) -> Result<()> {
         // struct metaroce_alloc_ucontext_resp, native byte order.
         let mut resp = [0u8; 16];
-        for (i, v) in [
-            ABI_VERSION,
-            UCTX_SYSCALL_QUEUES,
-            MAX_INLINE,
-            u32::from(paths()),
-        ]
-        .iter()
-        .enumerate()
+        let flags = if cq_rings() {
+            UCTX_SYSCALL_QUEUES | UCTX_CQ_RING
+        } else {
+            UCTX_SYSCALL_QUEUES
+        };
+        for (i, v) in [ABI_VERSION, flags, MAX_INLINE, u32::from(paths())]
+            .iter()
+            .enumerate()
         {
             resp[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
         }
@@ -284,15 +293,26 @@ impl DeviceOps for MetaroceDevice {
         Ok(cqe)
     }
 
-    fn create_cq(dev: &Device<Self>, cqe: u32, events: Arc<CqEvents>) -> Result<Cq> {
-        Cq::new(cqe, events, &dev.shared.objects)
+    fn cq_rings(_dev: &Device<Self>) -> bool {
+        cq_rings()
     }
 
-    fn resize_cq(cq: &Cq, cqe: u32) -> Result {
-        cq.resize(cqe)
+    fn create_cq(
+        dev: &Device<Self>,
+        cqe: u32,
+        events: Arc<CqEvents>,
+        ring: Option<Arc<CqRingMem>>,
+    ) -> Result<Cq> {
+        Cq::new(cqe, events, &dev.shared.objects, ring)
     }
 
-    fn destroy_cq(_cq: &Cq) {}
+    fn resize_cq(cq: &Cq, cqe: u32, ring: Option<Arc<CqRingMem>>) -> Result {
+        cq.resize(cqe, ring)
+    }
+
+    fn destroy_cq(cq: &Cq) {
+        cq.detach();
+    }
 
     fn poll_one(cq: &Cq) -> Option<Wc> {
         cq.poll_one()

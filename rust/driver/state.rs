@@ -492,6 +492,7 @@ impl QpShared {
             byte_len,
             imm,
             qp: self.id,
+            qpn: self.qpn,
             src_qp,
             grh: false,
             invalidated: None,

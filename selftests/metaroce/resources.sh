@@ -71,8 +71,8 @@ rdma_in "$NS_A" resource show cq -dd 2>&1 | grep -w "$RDMA_A" | grep ibv_rc_ping
 rdma_in "$NS_A" resource show mr -dd 2>&1 | grep -w "$RDMA_A" | grep ibv_rc_pingpong >"$logs/mr"
 ktap_info "$(head -n 1 "$logs/cq")"
 ktap_info "$(head -n 1 "$logs/mr")"
-check "its CQ (polled) is not armed and never overflowed" \
-	grep -Eq "drv_queued [0-9]+ drv_armed no drv_overflowed 0" "$logs/cq"
+check "its CQ (polled) is not armed, never overflowed, and has a ring the process reads" \
+	grep -Eq "drv_queued [0-9]+ drv_armed no drv_overflowed 0 drv_shared_ring 1" "$logs/cq"
 check "its MR names its PD and the local-write right it was registered with" \
 	grep -Eq "drv_pd [1-9][0-9]* drv_access 0x1( |$)" "$logs/mr"
 

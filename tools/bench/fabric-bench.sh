@@ -34,6 +34,10 @@
 # BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
 # the failed-plane points: plane 1 down before the run, and plane 1 failing
 # BENCH_DURATION/2 after the client starts).
+# Points "write_bw POLL_CQ" and "write_lat POLL_CQ" are lossless write_bw
+# and write_lat on MetaRoCE alone with METAROCE_NO_RINGS=1 (every ibv_poll_cq
+# a system call): what the completion rings buy, in the same boot (a
+# BENCH_FILTER of "write_lat" selects both latency points).
 
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +45,7 @@ top=$(cd "$here/../.." && pwd)
 . "$top/selftests/metaroce/lib.sh"
 . "$top/selftests/metaroce/lib_netns.sh"
 . "$top/scripts/rdma-env.sh"
-env=$top/scripts/rdma-env.sh
+rdma_env=$top/scripts/rdma-env.sh
 
 repeat=${BENCH_REPEAT:-3}
 dur=${BENCH_DURATION:-4}
@@ -100,9 +104,12 @@ devices_down() {
 # run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row. With
 # before_run set, the function it names runs first; with mid_run set, the
 # function it names runs half of BENCH_DURATION after the client starts (a
-# plane failing during the transfer).
+# plane failing during the transfer). With no_rings=1, MetaRoCE's runs
+# (both sides) poll their CQs with POLL_CQ (METAROCE_NO_RINGS=1) instead
+# of reading the completion rings.
 before_run=
 mid_run=
+no_rings=
 plane_back() {
 	plane_up 1
 	sleep 2
@@ -112,13 +119,15 @@ plane_fail() {
 }
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
+	local pre=()
 	shift 5
+	[ "$type" = metaroce ] && [ "$no_rings" = 1 ] && pre=(env METAROCE_NO_RINGS=1)
 	[ -z "$before_run" ] || "$before_run"
 	if [ "$type" = rxe ]; then da=$RXE_A db=$RXE_B; else da=$RDMA_A db=$RDMA_B; fi
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
 	port=$((port + 1))
-	ip netns exec "$NS_A" timeout 30 "$env" "$prog" -d "$da" -x "$ga" -F -p "$port" "$@" \
+	ip netns exec "$NS_A" timeout 30 "${pre[@]}" "$rdma_env" "$prog" -d "$da" -x "$ga" -F -p "$port" "$@" \
 		>"$logs/server" 2>&1 &
 	spid=$!
 	wait_for 20 listening "$NS_A" "$port"
@@ -133,7 +142,7 @@ run_once() {
 		) &
 		mpid=$!
 	fi
-	ip netns exec "$NS_B" timeout 30 "$env" "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
+	ip netns exec "$NS_B" timeout 30 "${pre[@]}" "$rdma_env" "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
 		"$FABRIC_IP_A" >"$logs/client" 2>&1
 	[ -z "$mpid" ] || wait "$mpid"
 	cpu=$(cpu_share "$c0" "$(cpu_times)")
@@ -207,15 +216,17 @@ profile_end() {
 }
 
 # point NAME KIND PROG ARGS...: both transports, BENCH_REPEAT times each,
-# interleaved so that a drift of the machine hits both alike.
+# interleaved so that a drift of the machine hits both alike (with
+# no_rings=1, MetaRoCE only: rxe's runs would be those of the point before).
 point() {
-	local name=$1 r t
+	local name=$1 r t types="metaroce rxe"
 	shift
 	if [ -n "${BENCH_FILTER:-}" ] && ! grep -qE -e "$BENCH_FILTER" <<<"$name"; then
 		return
 	fi
+	[ "$no_rings" = 1 ] && types=metaroce
 	for ((r = 1; r <= repeat; r++)); do
-		for t in metaroce rxe; do
+		for t in $types; do
 			run_once "$name" "$t" "$1" "$2" "$r" "${@:3}"
 		done
 	done
@@ -243,6 +254,12 @@ netem_both delay 1ms
 point "write_bw delay 1ms" bw ib_write_bw "${bw[@]}"
 netem_clear
 point "write_lat" lat ib_write_lat -s 2 -n 500
+# The same without completion rings (each poll a system call), for what
+# the rings bought, in the same boot.
+no_rings=1
+point "write_bw POLL_CQ" bw ib_write_bw "${bw[@]}"
+point "write_lat POLL_CQ" lat ib_write_lat -s 2 -n 500
+no_rings=
 devices_down
 # A/B: this module against BENCH_BASE_KO, loaded in turn.
 # ab_wanted NAME: whether the A/B pair of NAME runs: BENCH_FILTER matches

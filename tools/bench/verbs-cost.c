@@ -2,9 +2,10 @@
 /*
  * verbs-cost: what one data-path verb costs a process on a device, without
  * any network traffic: ibv_poll_cq on an empty CQ and ibv_post_recv of one
- * receive on a QP in INIT. On a provider with shared rings (rxe) these stay
- * in user space; on MetaRoCE's they are one system call each. Used to weigh
- * the data-path choice in Documentation/abi.md.
+ * receive on a QP in INIT. With shared rings (rxe's; MetaRoCE's CQ ring)
+ * these stay in user space; otherwise (MetaRoCE's post_recv, and its
+ * poll_cq with METAROCE_NO_RINGS=1) they are one system call each. Used to
+ * weigh the data-path choice in Documentation/abi.md.
  *
  *   verbs-cost -d DEVICE [-n ITERATIONS]
  */

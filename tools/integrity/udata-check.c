@@ -2,13 +2,15 @@
 /*
  * udata-check: the kernel refuses driver data that the device's ABI does
  * not define. MetaRoCE's ABI (uapi/rdma/metaroce-abi.h) defines none for
- * ALLOC_PD, CREATE_CQ, RESIZE_CQ and REG_MR, so each of these, sent as a raw
- * uverbs write() command on the device's command file with 8 bytes of
- * driver data after the request, must fail with EINVAL; the same request
- * without them must succeed (the control, which shows the refusal is the
- * driver data's). The MetaRoCE provider sends no such data, so only a raw
- * command reaches these checks. (That a refused call left no object behind
- * is not checked here.)
+ * ALLOC_PD, RESIZE_CQ and REG_MR, and for CREATE_CQ only struct
+ * metaroce_create_cq_cmd with known flags (cq-ring-check tests that one);
+ * so each of these, sent as a raw uverbs write() command on the device's
+ * command file with 8 bytes of 0xa5 after the request (for CREATE_CQ,
+ * unknown flags and a non-zero reserved word), must fail with EINVAL; the
+ * same request without them must succeed (the control, which shows the
+ * refusal is the driver data's). The MetaRoCE provider sends no such data,
+ * so only a raw command reaches these checks. (That a refused call left no
+ * object behind is not checked here.)
  *
  *   udata-check -d DEVICE [-g GID_INDEX] [-v]
  *   udata-check -l          (the names of the checks, in order)

@@ -7,13 +7,14 @@ use super::{CqData, CqObj, Obj, VerbsAdapter};
 use crate::{
     abstractions::{
         bindings,
-        ops::{no_input, CqEvents, DeviceOps, Target},
-        types::{eopnotsupp, Wc, WcOpcode, WcStatus},
+        ops::{no_input, udata, CqEvents, DeviceOps, Target},
+        ring::{CqRingMapping, RESP},
+        types::{eopnotsupp, Wc},
     },
     new_spinlock_bh,
 };
 use kernel::{
-    error::from_result,
+    error::{from_result, to_result},
     ffi::{c_int, c_uint},
     new_mutex,
     prelude::*,
@@ -23,48 +24,48 @@ use kernel::{
 fn write_wc(w: &mut bindings::ib_wc, c: &Wc) {
     *w = bindings::ib_wc::default();
     w.__bindgen_anon_1.wr_id = c.wr_id;
-    w.status = match c.status {
-        WcStatus::Success => bindings::ib_wc_status_IB_WC_SUCCESS,
-        WcStatus::LocLenErr => bindings::ib_wc_status_IB_WC_LOC_LEN_ERR,
-        WcStatus::LocProtErr => bindings::ib_wc_status_IB_WC_LOC_PROT_ERR,
-        WcStatus::WrFlushErr => bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-        WcStatus::RemAccessErr => bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR,
-        WcStatus::RemInvReqErr => bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
-        WcStatus::RemOpErr => bindings::ib_wc_status_IB_WC_REM_OP_ERR,
-        WcStatus::RetryExcErr => bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
-        WcStatus::RnrRetryExcErr => bindings::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
-        WcStatus::LocQpOpErr => bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
-    };
-    w.opcode = match c.opcode {
-        WcOpcode::Send => bindings::ib_wc_opcode_IB_WC_SEND,
-        WcOpcode::RdmaWrite => bindings::ib_wc_opcode_IB_WC_RDMA_WRITE,
-        WcOpcode::RdmaRead => bindings::ib_wc_opcode_IB_WC_RDMA_READ,
-        WcOpcode::CompSwap => bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
-        WcOpcode::FetchAdd => bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
-        WcOpcode::Recv => bindings::ib_wc_opcode_IB_WC_RECV,
-        WcOpcode::RecvRdmaWithImm => bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
-        WcOpcode::RegMr => bindings::ib_wc_opcode_IB_WC_REG_MR,
-        WcOpcode::LocalInv => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
-    };
+    w.status = c.status.raw();
+    w.opcode = c.opcode.raw();
     w.byte_len = c.byte_len;
     w.qp = c.qp.0;
     w.src_qp = c.src_qp;
     w.port_num = 1;
     w.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
-    if let Some(imm) = c.imm {
-        w.ex.imm_data = imm;
-        w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM as c_int;
+    let (flags, ex) = c.flags_ex();
+    w.wc_flags = flags as c_int;
+    // `imm_data` and `invalidate_rkey` share the word.
+    w.ex.imm_data = ex;
+}
+
+/// Whether a CREATE_CQ's driver data asks for a shared ring
+/// (`struct metaroce_create_cq_cmd`: none, or all of it with known flags and
+/// zeros after). A request for one needs room for the response.
+fn ring_requested(ud: *mut bindings::ib_udata) -> Result<bool> {
+    let Some(u) = udata(ud) else {
+        return Ok(false);
+    };
+    let len = u.in_len();
+    if len == 0 {
+        return Ok(false);
     }
-    if c.grh {
-        w.wc_flags |= bindings::ib_wc_flags_IB_WC_GRH as c_int;
+    let mut cmd = bindings::metaroce_create_cq_cmd::default();
+    let need = size_of::<bindings::metaroce_create_cq_cmd>();
+    if len < need {
+        return Err(EINVAL);
     }
-    if let Some(key) = c.invalidated {
-        w.ex.invalidate_rkey = key;
-        w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int;
+    // SAFETY: `ud` is the call's driver data; `cmd` has room for `need`
+    // bytes, which the helper copies from the user's request.
+    to_result(unsafe { bindings::mr_ib_copy_from_udata((&raw mut cmd).cast(), ud, need) })?;
+    // SAFETY: As above; the helper reads the request's bytes past `need`.
+    let rest_clear = unsafe { bindings::mr_ib_is_udata_cleared(ud, need, len - need) };
+    let ring = bindings::metaroce_cq_flags_METAROCE_CQ_RING;
+    if cmd.flags & !ring != 0 || cmd.reserved != 0 || !rest_clear {
+        return Err(EINVAL);
     }
-    // No IB_WC_WITH_NETWORK_HDR_TYPE: it matters for UD and GSI only, and
-    // uverbs copies `wc_flags` as they are, where bit 6 means
-    // IBV_WC_TM_DATA_VALID (tag matching) to libibverbs.
+    if cmd.flags & ring != 0 && u.out_len() < RESP {
+        return Err(EINVAL);
+    }
+    Ok(cmd.flags & ring != 0)
 }
 
 // Each `unsafe extern "C"` function here is the `ib_device_ops` operation of its
@@ -80,7 +81,8 @@ impl<T: DeviceOps> VerbsAdapter<T> {
         from_result(|| {
             // SAFETY: `attrs` is null (a kernel caller) or the call's valid
             // bundle; the helper only takes the address of its member.
-            no_input(unsafe { bindings::mr_attrs_udata(attrs) })?;
+            let ud = unsafe { bindings::mr_attrs_udata(attrs) };
+            let want_ring = ring_requested(ud)?;
             // SAFETY: The core passes valid pointers.
             let (dev, cqe, flags) =
                 unsafe { (Self::dev((*cq).device), (*attr).cqe, (*attr).flags) };
@@ -97,22 +99,24 @@ impl<T: DeviceOps> VerbsAdapter<T> {
                 },
                 GFP_KERNEL_ACCOUNT,
             )?;
-            let resizing =
-                KBox::pin_init(new_mutex!((), "metaroce_cq_resize"), GFP_KERNEL_ACCOUNT)?;
-            let data = T::create_cq(dev, granted, events.clone())?;
+            let (mapping, ring) = if want_ring && T::cq_rings(dev) {
+                // SAFETY: A ring is asked for only in a user call's data.
+                let (m, r) = unsafe { CqRingMapping::new(ud, granted) }?;
+                (Some(m), Some(r))
+            } else {
+                (None, None)
+            };
+            let data = T::create_cq(dev, granted, events.clone(), ring)?;
+            if want_ring {
+                // Without a ring (turned off), flags 0: poll with POLL_CQ.
+                let resp = mapping.as_ref().map_or([0; RESP], |m| m.resp_bytes());
+                udata(ud).ok_or(EINVAL)?.respond(&resp)?;
+            }
+            let ring = KBox::pin_init(new_mutex!(mapping, "metaroce_cq_ring"), GFP_KERNEL_ACCOUNT)?;
             // SAFETY: `cq` is valid; the core reads back the granted size.
             unsafe { (*cq).cqe = granted as c_int };
             // SAFETY: The core allocated `size_ib_cq` bytes for it.
-            unsafe {
-                Obj::init(
-                    cq,
-                    CqData {
-                        events,
-                        resizing,
-                        data,
-                    },
-                )
-            };
+            unsafe { Obj::init(cq, CqData { events, ring, data }) };
             Ok(0)
         })
     }
@@ -143,8 +147,27 @@ impl<T: DeviceOps> VerbsAdapter<T> {
             // call; polls may run beside it, which the driver's lock orders).
             let (dev, obj) = unsafe { (Self::dev((*cq).device), CqObj::<T>::from_raw(cq)) };
             let granted = T::cq_size(dev, cqe)?;
-            let _one_at_a_time = obj.data.resizing.lock();
-            T::resize_cq(&obj.data.data, granted)?;
+            let mut mapping = obj.data.ring.lock();
+            if mapping.is_none() {
+                T::resize_cq(&obj.data.data, granted, None)?;
+            } else {
+                // A ring CQ moves to a new ring, which the process maps
+                // instead (`struct metaroce_cq_ring_resp`).
+                let mut u = udata(ud).ok_or(EINVAL)?;
+                if u.out_len() < RESP {
+                    return Err(EINVAL);
+                }
+                // SAFETY: A user call's data (a ring CQ is a user's).
+                let (new, ring) = unsafe { CqRingMapping::new(ud, granted) }?;
+                // Answered first: a process that cannot take the answer
+                // keeps its CQ on the old ring. (A resize that then fails
+                // fails the call, and the process ignores the answer.)
+                u.respond(&new.resp_bytes())?;
+                T::resize_cq(&obj.data.data, granted, Some(ring))?;
+                // The old ring can no longer be mapped; pages mapped stay
+                // the process's until it unmaps them.
+                *mapping = Some(new);
+            }
             // SAFETY: `cq` is valid; uverbs reads the new size back (after
             // this returns: a resize racing it may have written its own).
             unsafe { (*cq).cqe = granted as c_int };

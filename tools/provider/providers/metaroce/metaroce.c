@@ -3,15 +3,23 @@
  * MetaRoCE: the libibverbs provider (libmetaroce-rdmav<PABI>.so).
  *
  * The kernel module (metaroce.ko) does the whole transport. This provider
- * only connects libibverbs to it, and every verb is a uverbs system call:
+ * only connects libibverbs to it, and every verb but polling a CQ is a
+ * uverbs system call:
  *
- *  - the data path (post_send, post_recv, poll_cq, req_notify_cq) uses the
- *    generic POST_SEND / POST_RECV / POLL_CQ / REQ_NOTIFY_CQ commands; no
- *    queue is shared with the kernel and nothing is mmap()ed;
- *  - the control path uses the generic ibv_cmd_* helpers. Only ALLOC_CONTEXT
- *    carries driver data (struct metaroce_alloc_ucontext_resp, kernel to
- *    user); every create call carries none in either direction, and the
- *    kernel refuses a request that does.
+ *  - post_send, post_recv and req_notify_cq use the generic POST_SEND /
+ *    POST_RECV / REQ_NOTIFY_CQ commands;
+ *  - poll_cq (and the extended CQ's polling) reads the CQ's completion ring,
+ *    which the kernel fills and this provider mmap()s from the device's
+ *    file, when the context offers METAROCE_UCTX_CQ_RING and the environment
+ *    variable METAROCE_NO_RINGS is unset, empty or "0"; otherwise it uses
+ *    POLL_CQ. "Completion queues" below gives the details;
+ *  - the control path uses the generic ibv_cmd_* helpers. Driver data is
+ *    carried by ALLOC_CONTEXT (struct metaroce_alloc_ucontext_resp, kernel
+ *    to user), by CREATE_CQ and CREATE_CQ_EX when they ask for a ring
+ *    (struct metaroce_create_cq_cmd down, struct metaroce_cq_ring_resp up)
+ *    and by RESIZE_CQ of a ring CQ (struct metaroce_cq_ring_resp up). Every
+ *    other call carries none in either direction, and the kernel refuses a
+ *    request that does.
  *
  * The ABI is uapi/rdma/metaroce-abi.h of the metaroce tree; Documentation/
  * abi.md there says how this file is built into rdma-core and installed.
@@ -25,9 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <infiniband/driver.h>
 #include <rdma/metaroce-abi.h>
+#include <util/compiler.h>
 
 struct metaroce_device {
 	struct verbs_device vdev;
@@ -38,6 +48,11 @@ struct metaroce_context {
 	uint32_t flags;			/* enum metaroce_ucontext_flags */
 	uint32_t max_inline_data;
 	uint32_t max_paths;
+	/* CREATE_CQ asks for a completion ring: the context offers
+	 * METAROCE_UCTX_CQ_RING and METAROCE_NO_RINGS does not say no. */
+	bool cq_ring;
+	/* A ring could not be mapped and that was logged (once). */
+	bool ring_map_warned;
 };
 
 /* ALLOC_CONTEXT's response: the core part, then the driver's. */
@@ -58,10 +73,23 @@ static_assert(sizeof(struct metaroce_get_context_resp) ==
  * verbs_qp.comp_mask, for one). */
 struct metaroce_cq {
 	struct verbs_cq vcq;
-	/* ibv_start_poll .. ibv_end_poll: held across, and the completion
-	 * the read_* calls answer from */
+	/* Held by poll_cq, resize_cq and across ibv_start_poll ..
+	 * ibv_end_poll; `cur` is the completion the read_* calls answer
+	 * from. */
 	pthread_mutex_t lock;
 	struct ibv_wc cur;
+	/* The kernel gave the CQ a completion ring (set at creation). */
+	bool has_ring;
+	/* The ring's mapping, under `lock`. NULL if has_ring is false or a
+	 * resize could not map the new ring (see metaroce_resize_cq). */
+	void *ring;
+	size_t ring_len;
+	struct metaroce_cq_ring_hdr *hdr;	/* at byte 0 of ring */
+	/* nslots of them; written only by metaroce_cq_drop_qp */
+	struct metaroce_cqe *cqes;
+	uint32_t nslots;			/* a power of two */
+	uint32_t cons;		/* next to read; free running from 0 */
+	uint32_t avail;		/* known ready at cons (extended polling) */
 };
 
 struct metaroce_qp {
@@ -223,14 +251,257 @@ static int metaroce_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
-/* Completion queues */
+/*
+ * Completion queues.
+ *
+ * When the context offers METAROCE_UCTX_CQ_RING (and METAROCE_NO_RINGS does
+ * not forbid it), CREATE_CQ asks for a completion ring: the kernel writes
+ * each completion into a slot of a ring mapped into this process and then
+ * advances hdr->prod; polling reads the slots from `cons` up to prod with no
+ * system call and hands back the new `cons`. A CQ without a ring (older
+ * context, METAROCE_NO_RINGS, or a module loaded with cq_ring=0) is polled
+ * with POLL_CQ. ibv_req_notify_cq stays a system call either way.
+ *
+ * Memory ordering (uapi/rdma/metaroce-abi.h): the kernel stores the entries,
+ * then prod with release; we load prod with acquire before reading entries,
+ * and store cons with release after them, so the kernel does not reuse a
+ * slot we are still reading. `cons` is private to the provider and only
+ * published; it is never read back from the shared page.
+ *
+ * `lock` serialises the pollers of one CQ, resize_cq, the clean-up of
+ * destroy_qp (metaroce_cq_drop_qp), and ibv_start_poll .. ibv_end_poll (held
+ * across). Whenever it is free, hdr->cons equals `cons`: RESIZE_CQ relies on
+ * that to know which entries are unread.
+ *
+ * If the ring a CREATE_CQ returned cannot be mapped (mmap refuses, e.g. with
+ * EPERM under the READ_IMPLIES_EXEC personality, since the kernel refuses
+ * executable mappings of it), that CQ is destroyed and created again without
+ * a ring, and polled with POLL_CQ.
+ */
 
-static struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
-					 struct ibv_comp_channel *channel,
-					 int comp_vector)
+/* CREATE_CQ, CREATE_CQ_EX and RESIZE_CQ with driver data: the core part,
+ * then the driver's, with no padding between or after (asserted below). */
+struct metaroce_create_cq {
+	struct ibv_create_cq ibv_cmd;
+	struct metaroce_create_cq_cmd drv;
+};
+
+struct metaroce_create_cq_resp {
+	struct ib_uverbs_create_cq_resp ibv_resp;
+	struct metaroce_cq_ring_resp drv;
+};
+
+struct metaroce_create_cq_ex {
+	struct ibv_create_cq_ex ibv_cmd;
+	struct metaroce_create_cq_cmd drv;
+};
+
+struct metaroce_create_cq_ex_resp {
+	struct ib_uverbs_ex_create_cq_resp ibv_resp;
+	struct metaroce_cq_ring_resp drv;
+};
+
+struct metaroce_resize_cq_resp {
+	struct ib_uverbs_resize_cq_resp ibv_resp;
+	struct metaroce_cq_ring_resp drv;
+};
+
+#define metaroce_check_layout(type, core)                                      \
+	static_assert(offsetof(struct type, drv) ==                            \
+				      sizeof(((struct type *)0)->core) &&      \
+			      sizeof(struct type) ==                           \
+				      sizeof(((struct type *)0)->core) +       \
+					      sizeof(((struct type *)0)->drv), \
+		      #type ": padding around the driver data")
+metaroce_check_layout(metaroce_create_cq, ibv_cmd);
+metaroce_check_layout(metaroce_create_cq_resp, ibv_resp);
+metaroce_check_layout(metaroce_create_cq_ex, ibv_cmd);
+metaroce_check_layout(metaroce_create_cq_ex_resp, ibv_resp);
+metaroce_check_layout(metaroce_resize_cq_resp, ibv_resp);
+
+/* The ring's layout as this file reads it. */
+static_assert(offsetof(struct metaroce_cq_ring_hdr, cons) == 128,
+	      "cons is not on its own cache line");
+static_assert(sizeof(struct metaroce_cqe) == 64, "a ring slot is 64 bytes");
+static_assert(offsetof(struct metaroce_cqe, port_num) ==
+		      offsetof(struct ib_uverbs_wc, port_num),
+	      "a ring entry does not begin as a struct ib_uverbs_wc");
+
+/* Tells the kernel the slots before `cons` are free again. */
+static void metaroce_ring_publish(struct metaroce_cq *cq)
 {
-	struct ibv_create_cq cmd = {};
-	struct ib_uverbs_create_cq_resp resp = {};
+	__atomic_store_n(&cq->hdr->cons, cq->cons, __ATOMIC_RELEASE);
+}
+
+/*
+ * Maps the ring RESP describes into CQ and starts reading it at index 0.
+ * The caller holds `lock`, or no one else sees the CQ yet. Returns 0 or an
+ * errno; on error CQ keeps no mapping.
+ */
+static int metaroce_cq_map_ring(struct metaroce_cq *cq,
+				const struct metaroce_cq_ring_resp *resp)
+{
+	struct ibv_context *context = cq->vcq.cq.context;
+	uint64_t need = (uint64_t)resp->entries_offset +
+			(uint64_t)resp->nslots * sizeof(struct metaroce_cqe);
+	void *ring;
+
+	cq->ring = NULL;
+	/* A response this provider cannot read safely: an ABI mismatch. */
+	if (!resp->nslots || (resp->nslots & (resp->nslots - 1)) ||
+	    resp->entries_offset < sizeof(struct metaroce_cq_ring_hdr) ||
+	    resp->entries_offset % __alignof__(struct metaroce_cqe) ||
+	    need > resp->mmap_len || (off_t)resp->mmap_offset < 0) {
+		verbs_err(&to_mctx(context)->vctx,
+			  "bad CQ ring: %u slots from byte %u of %u at offset 0x%llx\n",
+			  resp->nslots, resp->entries_offset, resp->mmap_len,
+			  (unsigned long long)resp->mmap_offset);
+		return EPROTO;
+	}
+	ring = mmap(NULL, resp->mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    context->cmd_fd, (off_t)resp->mmap_offset);
+	if (ring == MAP_FAILED)
+		return errno ? errno : ENOMEM;
+
+	cq->ring = ring;
+	cq->ring_len = resp->mmap_len;
+	cq->hdr = ring;
+	/* entries_offset is a multiple of the entries' alignment (above) */
+	cq->cqes = (void *)((uint8_t *)ring + resp->entries_offset);
+	cq->nslots = resp->nslots;
+	cq->cons = 0;
+	cq->avail = 0;
+	/* The kernel starts it at 0 too; saying so keeps "hdr->cons equals
+	 * cons when `lock` is free" true from the first moment. */
+	metaroce_ring_publish(cq);
+	return 0;
+}
+
+static void metaroce_cq_unmap_ring(struct metaroce_cq *cq)
+{
+	if (cq->ring)
+		munmap(cq->ring, cq->ring_len);
+	cq->ring = NULL;
+}
+
+/*
+ * Completions ready after `cons`: prod - cons, but never more than the ring
+ * holds. The kernel does not let it exceed the CQ's size; a larger value
+ * means this process wrote over the header, and reading at most nslots
+ * slots keeps us inside the mapping.
+ */
+static uint32_t metaroce_ring_ready(struct metaroce_cq *cq)
+{
+	uint32_t prod = __atomic_load_n(&cq->hdr->prod, __ATOMIC_ACQUIRE);
+	uint32_t n = prod - cq->cons;
+
+	return n > cq->nslots ? cq->nslots : n;
+}
+
+/* Takes the completion at `cons` (which the caller knows is ready) into WC,
+ * converting it as ibv_cmd_poll_cq converts a struct ib_uverbs_wc. */
+static void metaroce_ring_take(struct metaroce_cq *cq, struct ibv_wc *wc)
+{
+	const struct metaroce_cqe *e = &cq->cqes[cq->cons & (cq->nslots - 1)];
+
+	wc->wr_id = e->wr_id;
+	wc->status = e->status;
+	wc->opcode = e->opcode;
+	wc->vendor_err = e->vendor_err;
+	wc->byte_len = e->byte_len;
+	/* imm_data (already big endian) or invalidated_rkey: same bits */
+	wc->imm_data = (__force __be32)e->ex;
+	wc->qp_num = e->qp_num;
+	wc->src_qp = e->src_qp;
+	wc->wc_flags = e->wc_flags;
+	wc->pkey_index = e->pkey_index;
+	wc->slid = e->slid;
+	wc->sl = e->sl;
+	wc->dlid_path_bits = e->dlid_path_bits;
+	cq->cons++;
+}
+
+static int metaroce_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct metaroce_cq *cq = to_mcq(ibcq);
+	uint32_t n, i;
+
+	if (!cq->has_ring)
+		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	if (ne <= 0)
+		return 0;
+
+	pthread_mutex_lock(&cq->lock);
+	if (!cq->ring) {
+		/* Its ring was lost in a resize (metaroce_resize_cq). */
+		pthread_mutex_unlock(&cq->lock);
+		errno = EIO;
+		return -1;
+	}
+	n = metaroce_ring_ready(cq);
+	if (n > (uint32_t)ne)
+		n = (uint32_t)ne;
+	for (i = 0; i < n; i++)
+		metaroce_ring_take(cq, &wc[i]);
+	if (n)
+		metaroce_ring_publish(cq);
+	pthread_mutex_unlock(&cq->lock);
+	return (int)n;
+}
+
+/*
+ * CREATE_CQ_EX (EX, for ibv_create_cq_ex) or CREATE_CQ (for ibv_create_cq:
+ * ATTR then carries only its cqe, channel and comp_vector) of CQ, asking
+ * for a completion ring if RING. *DRV receives the driver part of the
+ * answer; its flags are 0 when no ring was asked for. Returns 0 or an
+ * errno.
+ */
+static int metaroce_cq_cmd(struct ibv_context *context,
+			   const struct ibv_cq_init_attr_ex *attr, bool ex,
+			   bool ring, struct metaroce_cq *cq,
+			   struct metaroce_cq_ring_resp *drv)
+{
+	/* With no ring to ask for, no driver data either way. */
+	uint32_t flags = ring ? METAROCE_CQ_RING : 0;
+	int ret;
+
+	if (ex) {
+		struct metaroce_create_cq_ex cmd = { .drv.flags = flags };
+		struct metaroce_create_cq_ex_resp resp = {};
+
+		/* The kernel refuses creation flags it does not have. */
+		ret = ibv_cmd_create_cq_ex(
+			context, attr, NULL, &cq->vcq, &cmd.ibv_cmd,
+			ring ? sizeof(cmd) : sizeof(cmd.ibv_cmd), &resp.ibv_resp,
+			ring ? sizeof(resp) : sizeof(resp.ibv_resp), 0);
+		*drv = resp.drv;
+	} else {
+		struct metaroce_create_cq cmd = { .drv.flags = flags };
+		struct metaroce_create_cq_resp resp = {};
+
+		ret = ibv_cmd_create_cq(
+			context, (int)attr->cqe, attr->channel,
+			(int)attr->comp_vector, &cq->vcq.cq, &cmd.ibv_cmd,
+			ring ? sizeof(cmd) : sizeof(cmd.ibv_cmd), &resp.ibv_resp,
+			ring ? sizeof(resp) : sizeof(resp.ibv_resp));
+		*drv = resp.drv;
+	}
+	return ret;
+}
+
+/*
+ * Allocates and creates a CQ (metaroce_cq_cmd says what ATTR and EX are),
+ * with a ring when the context offers them and the kernel gives one. A ring
+ * that cannot be mapped is given up: that CQ is destroyed and created again
+ * without asking for one, to be polled with POLL_CQ. Returns the CQ, or
+ * NULL with errno set.
+ */
+static struct metaroce_cq *
+metaroce_cq_create(struct ibv_context *context,
+		   const struct ibv_cq_init_attr_ex *attr, bool ex)
+{
+	struct metaroce_context *ctx = to_mctx(context);
+	struct metaroce_cq_ring_resp drv;
 	struct metaroce_cq *cq;
 	int ret;
 
@@ -238,36 +509,84 @@ static struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
 	if (!cq)
 		return NULL;
 
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector,
-				&cq->vcq.cq, &cmd, sizeof(cmd), &resp,
-				sizeof(resp));
-	if (ret) {
-		free(cq);
-		errno = ret;
-		return NULL;
+	ret = metaroce_cq_cmd(context, attr, ex, ctx->cq_ring, cq, &drv);
+	if (ret)
+		goto err;
+	if (drv.flags & METAROCE_CQ_RING) {
+		ret = metaroce_cq_map_ring(cq, &drv);
+		if (!ret) {
+			cq->has_ring = true;
+		} else {
+			if (!__atomic_exchange_n(&ctx->ring_map_warned, true,
+						 __ATOMIC_RELAXED))
+				verbs_warn(&ctx->vctx,
+					   "cannot map a CQ ring (%s): such CQs are created again without one and polled with POLL_CQ\n",
+					   strerror(ret));
+			/* No QP uses the CQ yet, so this does not fail in
+			 * practice; if it did, a second kernel CQ would carry
+			 * the same user handle: fail instead. */
+			if (ibv_cmd_destroy_cq(&cq->vcq.cq))
+				goto err;
+			ret = metaroce_cq_cmd(context, attr, ex, false, cq, &drv);
+			if (ret)
+				goto err;
+		}
 	}
 	pthread_mutex_init(&cq->lock, NULL);
-	return &cq->vcq.cq;
+	return cq;
+
+err:
+	free(cq);
+	errno = ret;
+	return NULL;
+}
+
+static struct ibv_cq *metaroce_create_cq(struct ibv_context *context, int cqe,
+					 struct ibv_comp_channel *channel,
+					 int comp_vector)
+{
+	/* What metaroce_cq_cmd reads for a CREATE_CQ. */
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = (uint32_t)cqe,
+		.channel = channel,
+		.comp_vector = (uint32_t)comp_vector,
+	};
+	struct metaroce_cq *cq = metaroce_cq_create(context, &attr, false);
+
+	return cq ? &cq->vcq.cq : NULL;
 }
 
 /*
  * The extended CQ (ibv_create_cq_ex): the ibv_start_poll / ibv_next_poll /
- * ibv_end_poll iterator over the same POLL_CQ command. Each step fetches one
- * completion into `cur`; the ibv_wc_read_* calls answer from it. Every
- * field a struct ibv_wc has can be asked for (IBV_WC_STANDARD_FLAGS); what
- * the kernel has not got (completion timestamps, flow tags, ...) is
- * refused with EOPNOTSUPP.
+ * ibv_end_poll iterator, over the ring or over POLL_CQ. Each step takes
+ * one completion into `cur`; the ibv_wc_read_* calls answer from it. A
+ * ring CQ's `cons` is published at ibv_end_poll. Every field a struct
+ * ibv_wc has can be asked for (IBV_WC_STANDARD_FLAGS); what the kernel has
+ * not got (completion timestamps, flow tags, ...) is refused with
+ * EOPNOTSUPP.
  */
 
-/* One completion into `cur`: 0, ENOENT when there is none, or an errno. */
+/* One completion into `cur`: 0, ENOENT when there is none, or an errno.
+ * The caller holds `lock`. */
 static int metaroce_cq_step(struct metaroce_cq *cq)
 {
-	int n = ibv_cmd_poll_cq(&cq->vcq.cq, 1, &cq->cur);
+	if (cq->has_ring) {
+		if (!cq->ring)
+			return EIO;	/* lost in a resize */
+		if (!cq->avail)
+			cq->avail = metaroce_ring_ready(cq);
+		if (!cq->avail)
+			return ENOENT;
+		metaroce_ring_take(cq, &cq->cur);
+		cq->avail--;
+	} else {
+		int n = ibv_cmd_poll_cq(&cq->vcq.cq, 1, &cq->cur);
 
-	if (n < 0)
-		return errno ? errno : EIO;
-	if (n == 0)
-		return ENOENT;
+		if (n < 0)
+			return errno ? errno : EIO;
+		if (n == 0)
+			return ENOENT;
+	}
 	cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
 	cq->vcq.cq_ex.status = cq->cur.status;
 	return 0;
@@ -282,8 +601,12 @@ static int metaroce_start_poll(struct ibv_cq_ex *ibcq,
 	if (attr->comp_mask)
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
+	/* `avail` counted from where the last batch left `cons`;
+	 * ibv_poll_cq may have moved it since. */
+	cq->avail = 0;
 	ret = metaroce_cq_step(cq);
-	/* On any error the caller does not call ibv_end_poll. */
+	/* On any error the caller does not call ibv_end_poll; nothing was
+	 * taken, so there is no `cons` to publish. */
 	if (ret)
 		pthread_mutex_unlock(&cq->lock);
 	return ret;
@@ -296,7 +619,13 @@ static int metaroce_next_poll(struct ibv_cq_ex *ibcq)
 
 static void metaroce_end_poll(struct ibv_cq_ex *ibcq)
 {
-	pthread_mutex_unlock(&ex_to_mcq(ibcq)->lock);
+	struct metaroce_cq *cq = ex_to_mcq(ibcq);
+
+	/* ibv_start_poll succeeded, so a ring CQ has its ring and took at
+	 * least one completion. */
+	if (cq->has_ring)
+		metaroce_ring_publish(cq);
+	pthread_mutex_unlock(&cq->lock);
 }
 
 static enum ibv_wc_opcode metaroce_read_opcode(struct ibv_cq_ex *ibcq)
@@ -352,11 +681,8 @@ static uint8_t metaroce_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
 static struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
 					       struct ibv_cq_init_attr_ex *attr)
 {
-	struct ibv_create_cq_ex cmd = {};
-	struct ib_uverbs_ex_create_cq_resp resp = {};
 	struct metaroce_cq *cq;
 	struct ibv_cq_ex *ex;
-	int ret;
 
 	/* A parent domain, or a field no struct ibv_wc carries. */
 	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS ||
@@ -364,19 +690,9 @@ static struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	cq = calloc(1, sizeof(*cq));
+	cq = metaroce_cq_create(context, attr, true);
 	if (!cq)
 		return NULL;
-
-	/* The kernel refuses creation flags it does not have. */
-	ret = ibv_cmd_create_cq_ex(context, attr, NULL, &cq->vcq, &cmd,
-				   sizeof(cmd), &resp, sizeof(resp), 0);
-	if (ret) {
-		free(cq);
-		errno = ret;
-		return NULL;
-	}
-	pthread_mutex_init(&cq->lock, NULL);
 	ex = &cq->vcq.cq_ex;
 	ex->start_poll = metaroce_start_poll;
 	ex->next_poll = metaroce_next_poll;
@@ -402,25 +718,105 @@ static struct ibv_cq_ex *metaroce_create_cq_ex(struct ibv_context *context,
 	return ex;
 }
 
-static int metaroce_resize_cq(struct ibv_cq *cq, int cqe)
+/*
+ * RESIZE_CQ of a ring CQ gets a new ring: the kernel copies the unread
+ * completions (from the `cons` we published) to its slots 0, 1, ... and sets
+ * prod to their count, and the old mapping is stale. If the new ring cannot
+ * be mapped, the kernel's CQ lives on but this process cannot read it: the
+ * CQ is left without a ring, its polls fail with EIO (completions may be
+ * waiting that we cannot return, so "none" would be a lie), and a later
+ * resize_cq that maps its new ring makes it usable again. ibv_destroy_cq
+ * works in either state.
+ */
+static int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
+	struct metaroce_cq *cq = to_mcq(ibcq);
 	struct ibv_resize_cq cmd = {};
-	struct ib_uverbs_resize_cq_resp resp = {};
+	struct metaroce_resize_cq_resp resp = {};
+	int ret;
 
-	return ibv_cmd_resize_cq(cq, cqe, &cmd, sizeof(cmd), &resp,
-				 sizeof(resp));
+	if (!cq->has_ring)
+		return ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd),
+					 &resp.ibv_resp, sizeof(resp.ibv_resp));
+
+	pthread_mutex_lock(&cq->lock);
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret)
+		goto out;	/* the old ring stands */
+	metaroce_cq_unmap_ring(cq);
+	if (!(resp.drv.flags & METAROCE_CQ_RING)) {
+		/* The ABI gives a ring CQ a new ring. */
+		verbs_err(&to_mctx(ibcq->context)->vctx,
+			  "RESIZE_CQ of a ring CQ returned no ring (flags 0x%x)\n",
+			  resp.drv.flags);
+		ret = EPROTO;
+		goto out;
+	}
+	ret = metaroce_cq_map_ring(cq, &resp.drv);
+out:
+	pthread_mutex_unlock(&cq->lock);
+	return ret;
 }
 
 static int metaroce_destroy_cq(struct ibv_cq *ibcq)
 {
+	struct metaroce_cq *cq = to_mcq(ibcq);
 	int ret;
 
 	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
-	pthread_mutex_destroy(&to_mcq(ibcq)->lock);
-	free(to_mcq(ibcq));
+	metaroce_cq_unmap_ring(cq);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
 	return 0;
+}
+
+/*
+ * Removes the completions of the destroyed QP QPN from CQ's ring, for
+ * destroy_qp: applications expect none after ibv_destroy_qp, and QP numbers
+ * are reused. The kernel purges them itself from a CQ without a ring, but
+ * leaves a ring's slots to us. A CQ that lost its ring in a resize is
+ * skipped (its polls fail anyway).
+ *
+ * As mlx5 does (__mlx5_cq_clean): walk the unread entries from the newest
+ * down to `cons`, drop QPN's and move each kept one up over the dropped
+ * ones, then advance `cons` past the freed slots. This is safe because the
+ * kernel never writes an unread slot (those between the `cons` we published
+ * and prod) and writes no completion of the QP once DESTROY_QP has
+ * returned: completions of other QPs that arrive meanwhile land at or after
+ * the prod we read, which the walk does not touch. Publishing `cons` (with
+ * release) after the copies hands the freed slots back to the kernel.
+ */
+static void metaroce_cq_drop_qp(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct metaroce_cq *cq;
+	uint32_t n, i, pos, mask, nfreed = 0;
+
+	if (!ibcq || !to_mcq(ibcq)->has_ring)
+		return;
+	cq = to_mcq(ibcq);
+	pthread_mutex_lock(&cq->lock);
+	if (!cq->ring)
+		goto out;
+	n = metaroce_ring_ready(cq);	/* prod - cons, at most nslots */
+	mask = cq->nslots - 1;
+	/* Positions cons + n - 1 down to cons, counted (indices wrap). */
+	for (i = n; i > 0; i--) {
+		pos = cq->cons + i - 1;
+		if (cq->cqes[pos & mask].qp_num == qpn)
+			nfreed++;
+		else if (nfreed)
+			cq->cqes[(pos + nfreed) & mask] = cq->cqes[pos & mask];
+	}
+	if (nfreed) {
+		cq->cons += nfreed;
+		metaroce_ring_publish(cq);
+	}
+	cq->avail = 0;
+out:
+	pthread_mutex_unlock(&cq->lock);
 }
 
 /* Queue pairs */
@@ -821,11 +1217,16 @@ static int metaroce_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 
 static int metaroce_destroy_qp(struct ibv_qp *ibqp)
 {
+	uint32_t qpn = ibqp->qp_num;
 	int ret;
 
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	/* A QP with an SRQ has a recv_cq too. */
+	metaroce_cq_drop_qp(ibqp->send_cq, qpn);
+	if (ibqp->recv_cq != ibqp->send_cq)
+		metaroce_cq_drop_qp(ibqp->recv_cq, qpn);
 	metaroce_free_qp(to_mqp(ibqp));
 	return 0;
 }
@@ -944,8 +1345,8 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 	.free_context = metaroce_free_context,
 	.modify_qp = metaroce_modify_qp,
 	.modify_srq = metaroce_modify_srq,
-	/* The data path: one system call each. */
-	.poll_cq = ibv_cmd_poll_cq,
+	/* The data path: one system call each, but poll_cq of a ring CQ. */
+	.poll_cq = metaroce_poll_cq,
 	.post_recv = ibv_cmd_post_recv,
 	.post_send = ibv_cmd_post_send,
 	.post_srq_recv = ibv_cmd_post_srq_recv,
@@ -969,6 +1370,15 @@ static const struct verbs_context_ops metaroce_ctx_ops = {
 			(ctx)->vctx.context.device->name, ##__VA_ARGS__);      \
 		verbs_err(&(ctx)->vctx, fmt "\n", ##__VA_ARGS__);              \
 	} while (0)
+
+/* Whether the environment variable NAME is set to something other than ""
+ * or "0". */
+static bool metaroce_env_set(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") != 0;
+}
 
 static struct verbs_context *metaroce_alloc_context(struct ibv_device *ibdev,
 						    int cmd_fd,
@@ -1008,6 +1418,8 @@ static struct verbs_context *metaroce_alloc_context(struct ibv_device *ibdev,
 	ctx->flags = resp.drv.flags;
 	ctx->max_inline_data = resp.drv.max_inline_data;
 	ctx->max_paths = resp.drv.max_paths;
+	ctx->cq_ring = (resp.drv.flags & METAROCE_UCTX_CQ_RING) &&
+		       !metaroce_env_set("METAROCE_NO_RINGS");
 	verbs_set_ops(&ctx->vctx, &metaroce_ctx_ops);
 	return &ctx->vctx;
 
