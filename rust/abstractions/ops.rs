@@ -109,7 +109,9 @@ pub(crate) trait DeviceOps: Sized + Send + Sync + 'static {
     /// keeping the completions it holds; fails if they do not fit. A CQ
     /// created with a ring is given a new one, `ring`.
     fn resize_cq(cq: &Self::Cq, cqe: u32, ring: Option<Arc<CqRingMem>>) -> Result;
-    /// A CQ is about to be freed (no QP uses it any more).
+    /// A CQ is about to be freed (no QP uses it any more). Process
+    /// context: the driver lets its shared ring go here (a QP's last
+    /// reference to the CQ may otherwise go in a softirq).
     fn destroy_cq(cq: &Self::Cq);
     /// Takes the oldest completion.
     fn poll_one(cq: &Self::Cq) -> Option<Wc>;

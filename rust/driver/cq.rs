@@ -345,7 +345,9 @@ impl Cq {
 
     /// Gives the ring room for `cqe` completions, keeping those it holds
     /// in order (EINVAL if they do not fit). The new ring is allocated
-    /// before the lock and the old one freed after it. A CQ that overran
+    /// before the lock and the old one freed after it (a shared ring that
+    /// a failed resize drops under the lock is not the last reference: the
+    /// adapter's new mapping holds one). A CQ that overran
     /// may overrun, and report it, again. A CQ with a shared ring moves to
     /// `user` (and must be given one, which the process maps instead of the
     /// old one); EINVAL if the old ring's `cons` is not believable.

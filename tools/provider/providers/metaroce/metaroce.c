@@ -742,8 +742,11 @@ static int metaroce_resize_cq(struct ibv_cq *ibcq, int cqe)
 	pthread_mutex_lock(&cq->lock);
 	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
+	/* On failure the old ring stands: the kernel refused before its
+	 * swap. (Its one failure after the swap, uverbs unable to write the
+	 * answer, cannot happen with `resp` on this stack.) */
 	if (ret)
-		goto out;	/* the old ring stands */
+		goto out;
 	metaroce_cq_unmap_ring(cq);
 	if (!(resp.drv.flags & METAROCE_CQ_RING)) {
 		/* The ABI gives a ring CQ a new ring. */
