@@ -442,6 +442,15 @@ void check_result(const char *name, const char *fmt, ...)
 	fflush(stdout);
 }
 
+void expect(const char *name, int rc, int want)
+{
+	if (rc == want)
+		check_result(name, NULL);
+	else
+		check_result(name, "%s, want %s", rc ? strerror(rc) : "accepted",
+			     want ? strerror(want) : "success");
+}
+
 /* ---------- completions ---------- */
 
 static int poll1_cq(void *cq, struct ibv_wc *wc)

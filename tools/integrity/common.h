@@ -137,6 +137,9 @@ extern int check_failures;
  * on stdout. */
 void check_result(const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* check_result: PASS NAME when RC is WANT (0 or an errno value), else a
+ * FAIL saying what came instead (udata-check, cq-ring-check). */
+void expect(const char *name, int rc, int want);
 
 /* ---------- completions ---------- */
 

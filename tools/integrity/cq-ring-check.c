@@ -197,17 +197,6 @@ skip(const char *name, const char *fmt, ...)
 	skipped++;
 }
 
-/* "PASS NAME" when RC is WANT (0 or an errno value), else a FAIL saying
- * what came instead. */
-static void expect(const char *name, int rc, int want)
-{
-	if (rc == want)
-		check_result(name, NULL);
-	else
-		check_result(name, "%s, want %s", rc ? strerror(rc) : "accepted",
-			     want ? strerror(want) : "success");
-}
-
 /* ---------- raw uverbs commands ---------- */
 
 /*

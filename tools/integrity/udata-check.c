@@ -73,17 +73,6 @@ static int command(uint32_t cmd, const void *req, size_t len, size_t resp_len,
 	return (size_t)n == total ? 0 : EIO;
 }
 
-/* "PASS NAME" when RC is WANT (0 or an errno value), else a FAIL saying
- * what came instead. */
-static void expect(const char *name, int rc, int want)
-{
-	if (rc == want)
-		check_result(name, NULL);
-	else
-		check_result(name, "%s, want %s", rc ? strerror(rc) : "accepted",
-			     want ? strerror(want) : "success");
-}
-
 /* COMMAND without driver data, releasing an object: a failure ends the run
  * (WHAT names the command). */
 static void release(const char *what, uint32_t cmd, const void *req,
