@@ -13,7 +13,7 @@ use crate::abstractions::timer::now_ns;
 use crate::abstractions::types::{Access, QpState, RecvWr, WcOpcode, WcStatus};
 use crate::transport::{
     conn::Message,
-    stream::{StreamError, MAX_OUTSTANDING},
+    stream::{StreamError, Target, MAX_OUTSTANDING},
     wire::{flags, DataHeader, NakCode, Opcode},
 };
 use kernel::{
@@ -134,6 +134,8 @@ impl QpShared {
                 .mrs
                 .remote(self.pd, st.access, r.rkey, right, at, len)
         };
+        // A Write's first byte, as an offset in its region.
+        let mut write_base = 0;
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
                 // The receive a Write with Immediate completes must be
@@ -156,8 +158,20 @@ impl QpShared {
                     // first: otherwise the packets inside would land before
                     // the one outside is refused.
                     let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
-                    e.write(base + u64::from(h.offset), bytes)
-                        .map_err(|_| NakCode::RemoteAccess)?;
+                    write_base = base;
+                    // Offsets in the region; `remote` checked that the
+                    // whole message fits there. Only the bytes that no
+                    // newer Write already begun changes too are placed
+                    // (stream.rs: overlapping Writes keep their order).
+                    let from = base + u64::from(h.offset);
+                    let key = h.remote.map_or(0, |r| r.rkey);
+                    let to = from + bytes.len() as u64;
+                    for (s, t) in st.rstream.unshadowed(h.msn, key, from, to) {
+                        let piece = bytes
+                            .get((s - from) as usize..(t - from) as usize)
+                            .ok_or(NakCode::RemoteAccess)?;
+                        e.write(s, piece).map_err(|_| NakCode::RemoteAccess)?;
+                    }
                 }
             }
             // A second copy of a request held here (the stream takes it:
@@ -227,8 +241,17 @@ impl QpShared {
             Opcode::ReadResp => return Err(NakCode::InvalidRequest),
         }
         drop(tables);
+        // A Write's target is kept in region offsets (its key names the
+        // region), as `unshadowed` is asked above.
+        let target = match (h.opcode, h.remote) {
+            (Opcode::Write | Opcode::WriteImm, Some(r)) if h.msg_len > 0 => Some(Target {
+                key: r.rkey,
+                addr: write_base,
+            }),
+            _ => None,
+        };
         st.rstream
-            .on_packet(h.msn, bytes.len() as u32, carried)
+            .on_write(h.msn, bytes.len() as u32, carried, target)
             .map_err(|_| NakCode::InvalidRequest)?;
         if let Some(m) = st.rx.get_mut(idx) {
             // Every packet of a solicited message says so; any one that

@@ -491,9 +491,11 @@ cm_pair() {
 
 # pair_verdict NAME CLIENT_RC SERVER_RC LOGDIR: the point of a client and
 # server pair, passed when both exited 0; else with the start of both logs
-# (LOGDIR/client, LOGDIR/server).
+# (LOGDIR/client, LOGDIR/server), and the exit codes and each log's last
+# line in the failed point's own line (a CI summary may show only that;
+# 124 is `timeout`'s).
 pair_verdict() {
-	local name=$1 crc=$2 src=$3 logs=$4 l
+	local name=$1 crc=$2 src=$3 logs=$4 l why
 	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
 		ktap_ok "$name"
 		return
@@ -501,7 +503,8 @@ pair_verdict() {
 	ktap_info "client rc $crc, server rc $src"
 	head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
 	head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
-	ktap_fail "$name"
+	why="client rc $crc: $(tail -n 1 "$logs/client" | cut -c1-80); server rc $src: $(tail -n 1 "$logs/server" | cut -c1-80)"
+	ktap_fail "$name (${why//#/})"
 }
 
 MR_INTEGRITY=${MR_INTEGRITY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/integrity/mr-integrity}

@@ -86,6 +86,7 @@ struct config {
 	bool use_event;
 	bool ex; /* -x: the extended verbs API */
 	int64_t corrupt_step; /* -X: self-test of the checker, -1 off */
+	uint32_t overwrites; /* -O: Writes of other bytes before each Write */
 	const char *server;
 };
 
@@ -962,7 +963,8 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 			struct ibv_qp_init_attr ia = {
 				.send_cq = C.cq, .recv_cq = C.cq,
 				.qp_type = IBV_QPT_RC,
-				.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				.cap = { .max_send_wr = 4 + cfg.overwrites,
+					 .max_recv_wr = 4,
 					 .max_send_sge = C.mine.max_sge,
 					 .max_recv_sge = C.mine.max_sge,
 					 .max_inline_data = try_inl[t] },
@@ -1207,6 +1209,46 @@ static int target_verify(uint32_t iter, enum op op, struct plan *pl,
 }
 
 /* Initiator side, after READY: post, complete, verify the local bytes. */
+/*
+ * -O N: before a step's Write, N unsignaled Writes of the same peer bytes,
+ * whose every byte is the complement of the step's data (their source is
+ * q->vbuf, which the initiator does not use during the step). The target
+ * then verifies as usual: a byte of an earlier Write that lands after the
+ * step's own (a transport that places packets of different messages in any
+ * order and lets a late one win) fails the step.
+ */
+static int overwrite_first(uint32_t i, uint32_t iter, enum op op,
+			   const struct plan *p)
+{
+	struct qpctx *q = &C.q[i];
+	struct ibv_sge sg = { (uintptr_t)q->vbuf, p->len, q->vmr->lkey };
+	uint32_t at = 0;
+
+	for (int s = 0; s < p->nl; s++) {
+		for (uint32_t b = 0; b < p->l[s].len; b++)
+			q->vbuf[at + b] = (uint8_t)~q->lbuf[p->l[s].boff + b];
+		at += p->l[s].len;
+	}
+	for (uint32_t n = 0; n < cfg.overwrites; n++) {
+		struct ibv_send_wr wr = {
+			.wr_id = WRID(i, WR_OP), .sg_list = &sg, .num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+		};
+		int rc;
+
+		wr.wr.rdma.remote_addr = q->peer.raddr + (p->nr ? p->r[0].boff : 0);
+		wr.wr.rdma.rkey = q->peer.rkey;
+		rc = post_one(q->qp, &wr);
+		if (rc) {
+			msg("FAIL qp=%u iter=%u op=%s: ibv_post_send of overwrite "
+			    "%u (len %u): %s", i, iter, op_name[op], n, p->len,
+			    strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int initiate(uint32_t iter, enum op op, struct plan *pl,
 		    uint64_t *bytes)
 {
@@ -1248,6 +1290,9 @@ static int initiate(uint32_t iter, enum op op, struct plan *pl,
 			fill_data(q->lbuf, p->l, p->nl, k.data);
 			break;
 		}
+		if ((op == OP_WRITE || op == OP_WRITE_IMM) && p->len &&
+		    overwrite_first(i, iter, op, p))
+			return -1;
 
 		switch (op) {
 		case OP_CAS:
@@ -1462,6 +1507,9 @@ static void usage(FILE *f)
 "  -x         the extended verbs API: ibv_create_cq_ex and ibv_start_poll,\n"
 "             ibv_create_qp_ex and the ibv_wr_* calls\n"
 "  -v         verbose\n"
+"  -O N       before each Write (and Write with Immediate), N Writes of\n"
+"             other bytes to the same place: the step's bytes must win (give\n"
+"             it to both sides)\n"
 "  -X STEP    test the checker: the target side flips a bit in its window\n"
 "             at step STEP (0, 1, ...: iterations x ops); the run must FAIL\n"
 "The client's -n -s -o -q -S apply to both sides. Iterations alternate the\n"
@@ -1522,7 +1570,7 @@ int main(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "d:i:g:p:n:s:o:q:S:t:evxhX:")) != -1) {
+	while ((c = getopt(argc, argv, "d:i:g:p:n:s:o:q:S:t:evxhX:O:")) != -1) {
 		switch (c) {
 		case 'd': cfg.dev_name = optarg; break;
 		case 'i': cfg.ib_port = (int)parse_u32(optarg, "port", false); break;
@@ -1551,6 +1599,7 @@ int main(int argc, char **argv)
 		case 'e': cfg.use_event = true; break;
 		case 'x': cfg.ex = true; break;
 		case 'X': cfg.corrupt_step = parse_u32(optarg, "step", false); break;
+		case 'O': cfg.overwrites = parse_u32(optarg, "overwrites", false); break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -1558,8 +1607,9 @@ int main(int argc, char **argv)
 	}
 	cfg.server = server_arg(argc, argv, usage);
 	if (cfg.nqp < 1 || cfg.nqp > 1024 || cfg.max_size < 1 ||
-	    cfg.max_size > (1u << 30) || cfg.timeout_s < 1 || cfg.ib_port < 1) {
-		msg("-q must be 1..1024, -s 1..1G, -t >= 1, -i >= 1");
+	    cfg.max_size > (1u << 30) || cfg.timeout_s < 1 || cfg.ib_port < 1 ||
+	    cfg.overwrites > 64) {
+		msg("-q must be 1..1024, -s 1..1G, -t >= 1, -i >= 1, -O 0..64");
 		return 2;
 	}
 	if (!cfg.seed_set) {

@@ -7,6 +7,13 @@
 //!
 //! Duplicate packets never reach this layer: the path layer delivers each
 //! packet once (see `path::RecvPath`), so bytes are counted, not mapped.
+//!
+//! Writes that change the same bytes keep their order although their
+//! packets do not: a packet of a Write is not placed over bytes that a
+//! newer Write of the stream, already begun, also changes
+//! ([`RecvStream::unshadowed`]). The newer one writes them in full before
+//! it completes, so the bytes end as the later Write left them, as verbs
+//! promises (and until it completes verbs calls them undefined).
 
 use super::seq::before;
 
@@ -26,12 +33,22 @@ pub enum StreamError {
     Inconsistent,
 }
 
+/// The peer memory a Write changes: its region's key and the address of
+/// its first byte (it changes `msg_len` bytes from there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub key: u32,
+    pub addr: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     used: bool,
     msn: u32,
     msg_len: u32,
     received: u32,
+    /// A Write's target, from its first packet placed.
+    target: Option<Target>,
 }
 
 /// Receive-side message tracking of one stream.
@@ -39,6 +56,9 @@ struct Slot {
 pub struct RecvStream {
     /// The oldest message not yet completed.
     next: u32,
+    /// The newest message of which a packet was recorded (`next - 1` if
+    /// none is in progress).
+    newest: u32,
     slots: [Slot; MAX_OUTSTANDING as usize],
 }
 
@@ -47,6 +67,7 @@ impl RecvStream {
     pub fn new(first_msn: u32) -> Self {
         Self {
             next: first_msn,
+            newest: first_msn.wrapping_sub(1),
             slots: [Slot::default(); MAX_OUTSTANDING as usize],
         }
     }
@@ -82,6 +103,20 @@ impl RecvStream {
     /// has checked `offset + len <= msg_len` (the decoder does) and places the
     /// bytes only if this returns `Ok`.
     pub fn on_packet(&mut self, msn: u32, len: u32, msg_len: u32) -> Result<(), StreamError> {
+        self.on_write(msn, len, msg_len, None)
+    }
+
+    /// [`Self::on_packet`] for a packet of a Write, whose message changes
+    /// the bytes at `target` (`None`: not a Write, or a Write of no bytes).
+    /// The message's first packet recorded names the target for all of it
+    /// (each packet's access was checked on its own before it was placed).
+    pub fn on_write(
+        &mut self,
+        msn: u32,
+        len: u32,
+        msg_len: u32,
+        target: Option<Target>,
+    ) -> Result<(), StreamError> {
         self.admits(msn, len, msg_len)?;
         let slot = &mut self.slots[(msn % MAX_OUTSTANDING) as usize];
         if !slot.used {
@@ -90,11 +125,49 @@ impl RecvStream {
                 msn,
                 msg_len,
                 received: 0,
+                target: target.filter(|_| msg_len > 0),
             };
         }
         // `admits` checked that the sum fits in `msg_len`.
         slot.received = slot.received.saturating_add(len);
+        if before(self.newest, msn) {
+            self.newest = msn;
+        }
         Ok(())
+    }
+
+    /// The parts of bytes `[from, to)` of Write `msn` under key `key` that
+    /// it may place: those that no newer Write of this stream, of which a
+    /// packet was placed, changes too (that Write places them itself, in
+    /// full, before it completes). Pieces come in address order; all of
+    /// `[from, to)` when no newer Write has begun (the usual case: nothing
+    /// is looked at then).
+    pub fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
+        Unshadowed {
+            stream: self,
+            msn,
+            key,
+            at: from,
+            to,
+        }
+    }
+
+    /// The targets of the Writes newer than `msn` that have begun, as
+    /// (first byte, byte past the last), under key `key`.
+    fn newer_writes(&self, msn: u32, key: u32) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let ahead = if before(msn, self.newest) {
+            self.newest.wrapping_sub(msn).min(MAX_OUTSTANDING)
+        } else {
+            0
+        };
+        (1..=ahead).filter_map(move |d| {
+            let m = msn.wrapping_add(d);
+            let slot = &self.slots[(m % MAX_OUTSTANDING) as usize];
+            let t = slot
+                .target
+                .filter(|t| slot.used && slot.msn == m && t.key == key)?;
+            Some((t.addr, t.addr.saturating_add(u64::from(slot.msg_len))))
+        })
     }
 
     /// The next message to complete, in order, if all of it has arrived.
@@ -113,6 +186,45 @@ impl RecvStream {
     /// ACK reports as the stream's progress.
     pub const fn progress(&self) -> u32 {
         self.next
+    }
+}
+
+/// The pieces of a Write's packet it may place ([`RecvStream::unshadowed`]):
+/// (first byte, byte past the last).
+pub struct Unshadowed<'a> {
+    stream: &'a RecvStream,
+    msn: u32,
+    key: u32,
+    at: u64,
+    to: u64,
+}
+
+impl Iterator for Unshadowed<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        // Each round either returns a piece or moves `at` past a newer
+        // Write's bytes: at most one round per newer Write, plus one.
+        while self.at < self.to {
+            let mut covered_to = None;
+            let mut piece_end = self.to;
+            for (start, end) in self.stream.newer_writes(self.msn, self.key) {
+                if start <= self.at && self.at < end {
+                    covered_to = Some(covered_to.map_or(end, |c: u64| c.max(end)));
+                } else if self.at < start && start < piece_end {
+                    piece_end = start;
+                }
+            }
+            match covered_to {
+                Some(end) => self.at = end.min(self.to),
+                None => {
+                    let piece = (self.at, piece_end);
+                    self.at = piece_end;
+                    return Some(piece);
+                }
+            }
+        }
+        None
     }
 }
 
@@ -163,6 +275,57 @@ mod tests {
         assert_eq!(s.on_packet(0, 11, 20), Err(StreamError::Inconsistent));
         s.on_packet(0, 10, 20).unwrap();
         assert_eq!(s.pop_completed(), Some(0));
+    }
+
+    extern crate std;
+    use std::vec::Vec;
+
+    fn pieces(s: &RecvStream, msn: u32, key: u32, from: u64, to: u64) -> Vec<(u64, u64)> {
+        s.unshadowed(msn, key, from, to).collect()
+    }
+
+    #[test]
+    fn late_write_packets_keep_off_newer_writes_bytes() {
+        let t = |addr| Some(Target { key: 1, addr });
+        let mut s = RecvStream::new(0);
+        // Nothing newer: the whole packet.
+        assert_eq!(pieces(&s, 0, 1, 0, 1000), [(0, 1000)]);
+        // Write 0 = [0, 4000) begins; Write 2 = [1000, 2000) and Write 3
+        // = [1500, 2500) begin too; Write 1 has no packet yet.
+        s.on_write(0, 1000, 4000, t(0)).unwrap();
+        s.on_write(2, 10, 1000, t(1000)).unwrap();
+        s.on_write(3, 10, 1000, t(1500)).unwrap();
+        // A late packet of Write 0 lands around them.
+        assert_eq!(pieces(&s, 0, 1, 0, 4000), [(0, 1000), (2500, 4000)]);
+        assert_eq!(pieces(&s, 0, 1, 1200, 1300), []);
+        assert_eq!(pieces(&s, 0, 1, 900, 1100), [(900, 1000)]);
+        // Write 2's late packets keep off Write 3's bytes only.
+        assert_eq!(pieces(&s, 2, 1, 1000, 2000), [(1000, 1500)]);
+        // The newest places everything, and another key is not looked at.
+        assert_eq!(pieces(&s, 3, 1, 1500, 2500), [(1500, 2500)]);
+        assert_eq!(pieces(&s, 0, 2, 0, 4000), [(0, 4000)]);
+        // A Send (no target) and a Write of no bytes shadow nothing.
+        s.on_write(4, 10, 100, None).unwrap();
+        s.on_write(5, 0, 0, t(0)).unwrap();
+        assert_eq!(pieces(&s, 1, 1, 3000, 3100), [(3000, 3100)]);
+    }
+
+    #[test]
+    fn shadows_end_with_the_newer_message() {
+        let t = |addr| Some(Target { key: 9, addr });
+        let mut s = RecvStream::new(u32::MAX - 1);
+        // Across the wrap of message numbers.
+        s.on_write(u32::MAX - 1, 50, 100, t(0)).unwrap();
+        s.on_write(u32::MAX, 100, 100, t(0)).unwrap();
+        s.on_write(0, 100, 100, t(50)).unwrap();
+        assert_eq!(pieces(&s, u32::MAX - 1, 9, 50, 100), []);
+        s.on_write(u32::MAX - 1, 50, 100, t(0)).unwrap();
+        assert_eq!(s.pop_completed(), Some(u32::MAX - 1));
+        assert_eq!(s.pop_completed(), Some(u32::MAX));
+        assert_eq!(s.pop_completed(), Some(0));
+        // Completed messages shadow nothing (a new message in their slot
+        // is another message).
+        assert_eq!(pieces(&s, 1, 9, 0, 100), [(0, 100)]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #![allow(improper_ctypes_definitions)]
 
 use metaroce_transport::conn::{Connection, Received};
+use metaroce_transport::stream::{RecvStream, Target};
 use metaroce_transport::wire;
 
 /// The connection as the kernel module uses it.
@@ -60,6 +61,32 @@ pub extern "C" fn mr_probe_on_timeout(c: &mut Conn, now: u64) {
 #[no_mangle]
 pub extern "C" fn mr_probe_poll_event(c: &mut Conn) -> u32 {
     c.poll_event().map_or(0, |e| e.msn)
+}
+
+/// A Write packet as the kernel's responder takes it: admitted, its
+/// unshadowed pieces walked, then recorded.
+#[no_mangle]
+pub extern "C" fn mr_probe_stream_write(
+    s: &mut RecvStream,
+    msn: u32,
+    len: u32,
+    msg_len: u32,
+    key: u32,
+    addr: u64,
+) -> u64 {
+    if s.admits(msn, len, msg_len).is_err() {
+        return 0;
+    }
+    let from = addr;
+    let to = addr.saturating_add(u64::from(len));
+    let placed = s
+        .unshadowed(msn, key, from, to)
+        .fold(0u64, |n, (a, b)| n.saturating_add(b.saturating_sub(a)));
+    let target = Some(Target { key, addr });
+    match s.on_write(msn, len, msg_len, target) {
+        Ok(()) => placed.saturating_add(u64::from(s.pop_completed().is_some())),
+        Err(_) => 0,
+    }
 }
 
 #[panic_handler]
