@@ -117,7 +117,7 @@ impl PrivateRing {
 
     fn push(&mut self, wc: Wc) -> bool {
         let cap = self.slots.len();
-        if self.len == cap {
+        if self.len == cap || cap == 0 {
             return false;
         }
         if let Some(s) = self.slots.get_mut((self.head + self.len) % cap) {

@@ -116,11 +116,26 @@ impl QpShared {
         // Checked now, counted once placed: bytes refused (a missing
         // receive, a bad rkey) never count as arrived, so the message they
         // belong to cannot complete as if they had landed.
-        match st.rstream.admits(h.msn, bytes.len() as u32, carried) {
+        // A Write's target, as its packets name it: each packet of the
+        // message must name the same.
+        let target = match (h.opcode, h.remote) {
+            (Opcode::Write | Opcode::WriteImm, Some(r)) if h.msg_len > 0 => Some(Target {
+                key: r.rkey,
+                addr: r.addr,
+            }),
+            _ => None,
+        };
+        let len = bytes.len() as u32;
+        match st.rstream.admits_write(h.msn, len, carried, target) {
             Ok(()) => {}
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
         }
+        // The parts of a Write's bytes that no newer Write of the stream,
+        // already begun, also writes: only those are placed (stream.rs:
+        // Writes over the same bytes keep their order). Found before the
+        // device's tables are locked.
+        let pieces = target.map(|t| st.rstream.pieces(h.msn, t, h.offset, len));
         if h.opcode.consumes_receive() {
             self.take_shared(st, h.rsn);
         }
@@ -134,8 +149,6 @@ impl QpShared {
                 .mrs
                 .remote(self.pd, st.access, r.rkey, right, at, len)
         };
-        // A Write's first byte, as an offset in its region.
-        let mut write_base = 0;
         match h.opcode {
             Opcode::Write | Opcode::WriteImm => {
                 // The receive a Write with Immediate completes must be
@@ -158,19 +171,18 @@ impl QpShared {
                     // first: otherwise the packets inside would land before
                     // the one outside is refused.
                     let (e, base) = remote(Access::REMOTE_WRITE, 0, u64::from(h.msg_len))?;
-                    write_base = base;
-                    // Offsets in the region; `remote` checked that the
-                    // whole message fits there. Only the bytes that no
-                    // newer Write already begun changes too are placed
-                    // (stream.rs: overlapping Writes keep their order).
-                    let from = base + u64::from(h.offset);
-                    let key = h.remote.map_or(0, |r| r.rkey);
-                    let to = from + bytes.len() as u64;
-                    for (s, t) in st.rstream.unshadowed(h.msn, key, from, to) {
+                    // `remote` checked that the whole message fits in the
+                    // region, and the decoder that the packet fits in the
+                    // message.
+                    let at = base + u64::from(h.offset);
+                    // (A Write of bytes always has a target, so pieces.)
+                    let pieces = pieces.as_ref().ok_or(NakCode::InvalidRequest)?;
+                    for (s, t) in pieces.iter() {
                         let piece = bytes
-                            .get((s - from) as usize..(t - from) as usize)
+                            .get(s as usize..t as usize)
                             .ok_or(NakCode::RemoteAccess)?;
-                        e.write(s, piece).map_err(|_| NakCode::RemoteAccess)?;
+                        e.write(at + u64::from(s), piece)
+                            .map_err(|_| NakCode::RemoteAccess)?;
                     }
                 }
             }
@@ -241,17 +253,8 @@ impl QpShared {
             Opcode::ReadResp => return Err(NakCode::InvalidRequest),
         }
         drop(tables);
-        // A Write's target is kept in region offsets (its key names the
-        // region), as `unshadowed` is asked above.
-        let target = match (h.opcode, h.remote) {
-            (Opcode::Write | Opcode::WriteImm, Some(r)) if h.msg_len > 0 => Some(Target {
-                key: r.rkey,
-                addr: write_base,
-            }),
-            _ => None,
-        };
         st.rstream
-            .on_write(h.msn, bytes.len() as u32, carried, target)
+            .on_write(h.msn, len, carried, target)
             .map_err(|_| NakCode::InvalidRequest)?;
         if let Some(m) = st.rx.get_mut(idx) {
             // Every packet of a solicited message says so; any one that

@@ -283,7 +283,7 @@ impl<T> TxRing<T> {
     /// Queues a send; `false` if the ring is full.
     pub(super) fn push(&mut self, e: T) -> bool {
         let cap = self.slots.len();
-        if self.len == cap {
+        if self.len == cap || cap == 0 {
             return false;
         }
         let at = (self.head + self.len) % cap;

@@ -500,11 +500,19 @@ pair_verdict() {
 		ktap_ok "$name"
 		return
 	fi
-	ktap_info "client rc $crc, server rc $src"
 	head -n 15 "$logs/client" | while read -r l; do ktap_info "client: $l"; done
 	head -n 15 "$logs/server" | while read -r l; do ktap_info "server: $l"; done
-	why="client rc $crc: $(tail -n 1 "$logs/client" | cut -c1-80); server rc $src: $(tail -n 1 "$logs/server" | cut -c1-80)"
-	ktap_fail "$name (${why//#/})"
+	ktap_fail "$name ($(fail_reason "$crc" "$logs/client" "$src" "$logs/server"))"
+}
+
+# fail_reason CLIENT_RC CLIENT_LOG SERVER_RC SERVER_LOG: "client rc N: its
+# log's last line; server rc M: ..." (80 characters of each, without '#',
+# which would start a KTAP directive, or carriage returns).
+fail_reason() {
+	echo "client rc $1: $(__last_line "$2"); server rc $3: $(__last_line "$4")"
+}
+__last_line() {
+	tr -d '\r#' <"$1" | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c1-80
 }
 
 MR_INTEGRITY=${MR_INTEGRITY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/integrity/mr-integrity}
@@ -555,6 +563,7 @@ integrity_point() {
 		grep -h "FAIL\|note" "$dir/client" | head -n 8 | __integrity_show client
 		grep -h "FAIL\|note" "$dir/server" | head -n 8 | __integrity_show server
 	fi
+	[ "$ok" = 1 ] || name="$name ($(fail_reason "$crc" "$dir/client" "$src" "$dir/server"))"
 	rm -rf "$dir"
 	if [ "$ok" = 1 ]; then
 		ktap_ok "$name"

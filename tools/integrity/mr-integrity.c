@@ -457,7 +457,7 @@ static uint64_t verify_u64(const uint8_t *buf, uint32_t off, uint64_t want,
 
 /* ---------- completions ---------- */
 
-enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3 };
+enum wr_kind { WR_OP = 1, WR_READBACK = 2, WR_RECV = 3, WR_OVERWRITE = 4 };
 #define WRID(qp, kind) (((uint64_t)(qp) << 8) | (kind))
 
 /* -x: completions through ibv_start_poll, ibv_next_poll and the
@@ -1208,47 +1208,53 @@ static int target_verify(uint32_t iter, enum op op, struct plan *pl,
 	return bad ? -1 : 0;
 }
 
-/* Initiator side, after READY: post, complete, verify the local bytes. */
 /*
- * -O N: before a step's Write, N unsignaled Writes of the same peer bytes,
- * whose every byte is the complement of the step's data (their source is
- * q->vbuf, which the initiator does not use during the step). The target
- * then verifies as usual: a byte of an earlier Write that lands after the
- * step's own (a transport that places packets of different messages in any
- * order and lets a late one win) fails the step.
+ * -O N: before a step's Write, N unsignaled Writes to the step's peer bytes
+ * (all of them, or their last or first three quarters, in turn, so that
+ * they overlap each other in part), each byte the step's data xor 0x5a
+ * (neither the data nor the target's prefill, its complement). Their
+ * source is q->vbuf, which the initiator does not use during a step. The
+ * target then verifies as usual: a byte of an earlier Write that lands
+ * after the step's own (a transport that places packets of different
+ * messages in any order and lets a late one win) reads data ^ 0x5a there.
  */
 static int overwrite_first(uint32_t i, uint32_t iter, enum op op,
 			   const struct plan *p)
 {
 	struct qpctx *q = &C.q[i];
-	struct ibv_sge sg = { (uintptr_t)q->vbuf, p->len, q->vmr->lkey };
 	uint32_t at = 0;
 
 	for (int s = 0; s < p->nl; s++) {
 		for (uint32_t b = 0; b < p->l[s].len; b++)
-			q->vbuf[at + b] = (uint8_t)~q->lbuf[p->l[s].boff + b];
+			q->vbuf[at + b] = q->lbuf[p->l[s].boff + b] ^ 0x5a;
 		at += p->l[s].len;
 	}
 	for (uint32_t n = 0; n < cfg.overwrites; n++) {
+		uint32_t lo = n % 3 == 1 ? p->len / 4 : 0;
+		uint32_t hi = n % 3 == 2 ? p->len - p->len / 4 : p->len;
+		struct ibv_sge sg = { (uintptr_t)(q->vbuf + lo), hi - lo,
+				      q->vmr->lkey };
 		struct ibv_send_wr wr = {
-			.wr_id = WRID(i, WR_OP), .sg_list = &sg, .num_sge = 1,
-			.opcode = IBV_WR_RDMA_WRITE,
+			.wr_id = WRID(i, WR_OVERWRITE), .sg_list = &sg,
+			.num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
 		};
 		int rc;
 
-		wr.wr.rdma.remote_addr = q->peer.raddr + (p->nr ? p->r[0].boff : 0);
+		wr.wr.rdma.remote_addr = q->peer.raddr + lo +
+			(p->nr ? p->r[0].boff : 0);
 		wr.wr.rdma.rkey = q->peer.rkey;
 		rc = post_one(q->qp, &wr);
 		if (rc) {
 			msg("FAIL qp=%u iter=%u op=%s: ibv_post_send of overwrite "
-			    "%u (len %u): %s", i, iter, op_name[op], n, p->len,
-			    strerror(rc));
+			    "%u (bytes %u..%u): %s", i, iter, op_name[op], n, lo,
+			    hi, strerror(rc));
 			return -1;
 		}
 	}
 	return 0;
 }
 
+/* Initiator side, after READY: post, complete, verify the local bytes. */
 static int initiate(uint32_t iter, enum op op, struct plan *pl,
 		    uint64_t *bytes)
 {

@@ -33,8 +33,8 @@ pub enum StreamError {
     Inconsistent,
 }
 
-/// The peer memory a Write changes: its region's key and the address of
-/// its first byte (it changes `msg_len` bytes from there).
+/// The memory a Write changes: its rkey and the address of its first byte,
+/// as its packets name them (it changes `msg_len` bytes from there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Target {
     pub key: u32,
@@ -47,7 +47,7 @@ struct Slot {
     msn: u32,
     msg_len: u32,
     received: u32,
-    /// A Write's target, from its first packet placed.
+    /// A Write's target, from its first packet placed that carried bytes.
     target: Option<Target>,
 }
 
@@ -99,6 +99,24 @@ impl RecvStream {
         }
     }
 
+    /// [`Self::admits`] for a packet of a Write whose message changes the
+    /// bytes at `target` (`None`: not a Write, or a Write of no bytes): every
+    /// packet of a Write must name the target its first one named.
+    pub fn admits_write(
+        &self,
+        msn: u32,
+        len: u32,
+        msg_len: u32,
+        target: Option<Target>,
+    ) -> Result<(), StreamError> {
+        self.admits(msn, len, msg_len)?;
+        let slot = &self.slots[(msn % MAX_OUTSTANDING) as usize];
+        match (slot.used, slot.target, target) {
+            (true, Some(was), Some(now)) if was != now => Err(StreamError::Inconsistent),
+            _ => Ok(()),
+        }
+    }
+
     /// Records `len` bytes of message `msn` (total `msg_len` bytes). The caller
     /// has checked `offset + len <= msg_len` (the decoder does) and places the
     /// bytes only if this returns `Ok`.
@@ -106,10 +124,10 @@ impl RecvStream {
         self.on_write(msn, len, msg_len, None)
     }
 
-    /// [`Self::on_packet`] for a packet of a Write, whose message changes
-    /// the bytes at `target` (`None`: not a Write, or a Write of no bytes).
-    /// The message's first packet recorded names the target for all of it
-    /// (each packet's access was checked on its own before it was placed).
+    /// [`Self::on_packet`] with the target of a Write (`None`: any other
+    /// message, or a Write of no bytes), checked with [`Self::admits_write`]
+    /// before its bytes were placed. The first packet recorded that carried
+    /// bytes names the target.
     pub fn on_write(
         &mut self,
         msn: u32,
@@ -117,7 +135,7 @@ impl RecvStream {
         msg_len: u32,
         target: Option<Target>,
     ) -> Result<(), StreamError> {
-        self.admits(msn, len, msg_len)?;
+        self.admits_write(msn, len, msg_len, target)?;
         let slot = &mut self.slots[(msn % MAX_OUTSTANDING) as usize];
         if !slot.used {
             *slot = Slot {
@@ -125,8 +143,11 @@ impl RecvStream {
                 msn,
                 msg_len,
                 received: 0,
-                target: target.filter(|_| msg_len > 0),
+                target: None,
             };
+        }
+        if slot.target.is_none() && len > 0 && msg_len > 0 {
+            slot.target = target;
         }
         // `admits` checked that the sum fits in `msg_len`.
         slot.received = slot.received.saturating_add(len);
@@ -136,12 +157,36 @@ impl RecvStream {
         Ok(())
     }
 
+    /// The parts of a packet of Write `msn` (to `target`, `len` bytes at
+    /// `offset` in the message) that it may place, as (start, end) offsets
+    /// in the packet: see [`Self::unshadowed`]. Found before the caller
+    /// touches memory, so that it holds no other lock meanwhile.
+    pub fn pieces(&self, msn: u32, target: Target, offset: u32, len: u32) -> Pieces {
+        let mut p = Pieces {
+            n: 0,
+            at: [(0, 0); MAX_OUTSTANDING as usize],
+        };
+        let Some(from) = target.addr.checked_add(u64::from(offset)) else {
+            // (A region never ends there: the caller's check refuses it.)
+            p.push(0, len);
+            return p;
+        };
+        let to = from.saturating_add(u64::from(len));
+        for (s, t) in self.unshadowed(msn, target.key, from, to) {
+            // Within [from, to), so both fit in `len`.
+            p.push((s - from) as u32, (t - from) as u32);
+        }
+        p
+    }
+
     /// The parts of bytes `[from, to)` of Write `msn` under key `key` that
     /// it may place: those that no newer Write of this stream, of which a
-    /// packet was placed, changes too (that Write places them itself, in
-    /// full, before it completes). Pieces come in address order; all of
-    /// `[from, to)` when no newer Write has begun (the usual case: nothing
-    /// is looked at then).
+    /// packet with bytes was placed, changes too (the newest Write over a
+    /// byte places it itself before it completes, and completions come in
+    /// order). Pieces come in address order; all of `[from, to)`, with
+    /// nothing looked at, when `msn` is the newest message of which a
+    /// packet was recorded (when packets come in order); otherwise the
+    /// newer messages' slots are looked at, once per piece.
     pub fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
         Unshadowed {
             stream: self,
@@ -186,6 +231,37 @@ impl RecvStream {
     /// ACK reports as the stream's progress.
     pub const fn progress(&self) -> u32 {
         self.next
+    }
+}
+
+/// The parts of a Write's packet it may place ([`RecvStream::pieces`]), as
+/// (start, end) offsets in the packet, in order.
+pub struct Pieces {
+    n: usize,
+    at: [(u32, u32); MAX_OUTSTANDING as usize],
+}
+
+impl Pieces {
+    /// Adds a piece. There are at most 64: one more than the newer Writes
+    /// that split the packet, of which there are at most 63. Were there more,
+    /// the last piece would take in the rest of the packet (placed, as before
+    /// Writes kept their order) rather than any byte be lost.
+    fn push(&mut self, start: u32, end: u32) {
+        if let Some(last) = self.n.checked_sub(1).filter(|_| self.n == self.at.len()) {
+            if let Some(p) = self.at.get_mut(last) {
+                p.1 = end;
+            }
+            return;
+        }
+        if let Some(p) = self.at.get_mut(self.n) {
+            *p = (start, end);
+            self.n += 1;
+        }
+    }
+
+    /// The pieces, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.at.iter().take(self.n).copied()
     }
 }
 
@@ -308,6 +384,47 @@ mod tests {
         s.on_write(4, 10, 100, None).unwrap();
         s.on_write(5, 0, 0, t(0)).unwrap();
         assert_eq!(pieces(&s, 1, 1, 3000, 3100), [(3000, 3100)]);
+    }
+
+    #[test]
+    fn pieces_are_offsets_in_the_packet() {
+        let t = |addr| Target { key: 3, addr };
+        let mut s = RecvStream::new(0);
+        s.on_write(0, 100, 1000, Some(t(0x1000))).unwrap();
+        s.on_write(1, 10, 100, Some(t(0x1100))).unwrap();
+        // Write 0's bytes 200..400 are 0x10c8..0x1190; Write 1 has
+        // 0x1100..0x1164.
+        let p: Vec<_> = s.pieces(0, t(0x1000), 200, 200).iter().collect();
+        assert_eq!(p, [(0, 56), (156, 200)]);
+        let p: Vec<_> = s.pieces(1, t(0x1100), 10, 90).iter().collect();
+        assert_eq!(p, [(0, 90)]);
+        // An address the region cannot have: the whole packet (the
+        // region's check refuses it).
+        let p: Vec<_> = s.pieces(0, t(u64::MAX), 10, 5).iter().collect();
+        assert_eq!(p, [(0, 5)]);
+    }
+
+    #[test]
+    fn a_writes_packets_name_one_target() {
+        let t = |addr| Some(Target { key: 3, addr });
+        let mut s = RecvStream::new(0);
+        // A first packet of no bytes names nothing; the next one does.
+        s.on_write(0, 0, 100, t(0x10)).unwrap();
+        s.on_write(0, 50, 100, t(0x20)).unwrap();
+        assert_eq!(
+            s.admits_write(0, 50, 100, t(0x30)),
+            Err(StreamError::Inconsistent)
+        );
+        assert_eq!(
+            s.admits_write(0, 50, 100, Some(Target { key: 4, addr: 0x20 })),
+            Err(StreamError::Inconsistent)
+        );
+        assert_eq!(
+            s.on_write(0, 50, 100, t(0x30)),
+            Err(StreamError::Inconsistent)
+        );
+        s.on_write(0, 50, 100, t(0x20)).unwrap();
+        assert_eq!(s.pop_completed(), Some(0));
     }
 
     #[test]

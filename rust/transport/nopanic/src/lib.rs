@@ -63,27 +63,28 @@ pub extern "C" fn mr_probe_poll_event(c: &mut Conn) -> u32 {
     c.poll_event().map_or(0, |e| e.msn)
 }
 
-/// A Write packet as the kernel's responder takes it: admitted, its
-/// unshadowed pieces walked, then recorded.
+/// A Write packet as the kernel's responder takes it: admitted, the pieces
+/// it may place found, then recorded.
 #[no_mangle]
 pub extern "C" fn mr_probe_stream_write(
     s: &mut RecvStream,
     msn: u32,
+    offset: u32,
     len: u32,
     msg_len: u32,
-    key: u32,
-    addr: u64,
+    target: &Target,
 ) -> u64 {
-    if s.admits(msn, len, msg_len).is_err() {
+    let target = *target;
+    if s.admits_write(msn, len, msg_len, Some(target)).is_err() {
         return 0;
     }
-    let from = addr;
-    let to = addr.saturating_add(u64::from(len));
     let placed = s
-        .unshadowed(msn, key, from, to)
-        .fold(0u64, |n, (a, b)| n.saturating_add(b.saturating_sub(a)));
-    let target = Some(Target { key, addr });
-    match s.on_write(msn, len, msg_len, target) {
+        .pieces(msn, target, offset, len)
+        .iter()
+        .fold(0u64, |n, (a, b)| {
+            n.saturating_add(u64::from(b.saturating_sub(a)))
+        });
+    match s.on_write(msn, len, msg_len, Some(target)) {
         Ok(()) => placed.saturating_add(u64::from(s.pop_completed().is_some())),
         Err(_) => 0,
     }
