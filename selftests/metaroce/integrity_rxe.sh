@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Data integrity over soft-RoCE (rdma_rxe) between two namespaces: the
 # tools/integrity/mr-integrity server in A, its client in B, lossless (polling
-# and completion events), under netem loss and under reordering. Every byte
+# and completion events), under netem loss and under reordering, and Writes
+# over the same bytes (mr-integrity -O: the last one's bytes stay). Every byte
 # moved is checked, and the guard bytes around it. One more run flips a bit
 # on purpose (-X) to show that the checker catches it.
 #
@@ -21,14 +22,14 @@ rdma_type_load rxe || skip_all "rdma_rxe is not available"
 
 scale=${INTEGRITY_SCALE:-1}
 
-ktap_plan 6
+ktap_plan 7
 
 errf=$(mktemp)
 trap 'rdma_fabric_down; rm -f "$errf"' EXIT
 if ! rdma_fabric_up rxe 2>"$errf"; then
 	ktap_info "$(cat "$errf")"
 	ktap_fail "rxe devices on both ends of the veth pair"
-	for n in lossless events "netem loss" "netem reordering" "checker"; do
+	for n in lossless events "netem loss" "netem reordering" overwrites "checker"; do
 		ktap_skip "integrity: $n" "no fabric"
 	done
 	ktap_finish
@@ -59,6 +60,11 @@ else
 		"no netem qdisc"
 fi
 netem_clear
+
+# The check integrity_metaroce.sh runs under loss and reordering, lossless
+# here: rxe places packets in order, so the step's bytes must win.
+integrity_point "integrity: Writes over the same bytes keep their order (-O 8), lossless" pass \
+	-n $((4 * scale)) -q 2 -s 64K -t 30 -o write,write_imm -O 8
 
 # Step 9 is iteration 1's send (7 ops a step; odd iterations: the client
 # receives): the client flips a bit of what arrived, and both sides must fail.
