@@ -186,7 +186,8 @@ impl RecvStream {
     /// order). Pieces come in address order; all of `[from, to)`, with
     /// nothing looked at, when `msn` is the newest message of which a
     /// packet was recorded (when packets come in order); otherwise the
-    /// newer messages' slots are looked at, once per piece.
+    /// newer messages' slots are looked at, once per round (a piece, or a
+    /// newer Write's bytes stepped over).
     pub fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
         Unshadowed {
             stream: self,
