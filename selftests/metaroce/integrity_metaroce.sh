@@ -68,7 +68,7 @@ netem_clear
 
 # Each Write follows 8 Writes of other bytes to the same place, under loss
 # and reordering: a late packet of one of those must not land over the
-# step's bytes (stream.rs, `unshadowed`). Without that rule this failed.
+# step's bytes (stream.rs, `pieces`). Without that rule this failed.
 if netem_both delay 1ms reorder 25% 50% loss 5%; then
 	integrity_point "integrity: Writes over the same bytes keep their order (-O 8), loss 5% and reordering" pass \
 		-n $((6 * scale)) -q 2 -s 64K -t 60 -o write,write_imm -O 8

@@ -495,7 +495,7 @@ cm_pair() {
 # line in the failed point's own line (a CI summary may show only that;
 # 124 is `timeout`'s).
 pair_verdict() {
-	local name=$1 crc=$2 src=$3 logs=$4 l why
+	local name=$1 crc=$2 src=$3 logs=$4 l
 	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
 		ktap_ok "$name"
 		return

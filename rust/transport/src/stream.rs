@@ -11,7 +11,7 @@
 //! Writes that change the same bytes keep their order although their
 //! packets do not: a packet of a Write is not placed over bytes that a
 //! newer Write of the stream, already begun, also changes
-//! ([`RecvStream::unshadowed`]). The newer one writes them in full before
+//! ([`RecvStream::pieces`]). The newer one writes them in full before
 //! it completes, so the bytes end as the later Write left them, as verbs
 //! promises (and until it completes verbs calls them undefined).
 
@@ -159,7 +159,7 @@ impl RecvStream {
 
     /// The parts of a packet of Write `msn` (to `target`, `len` bytes at
     /// `offset` in the message) that it may place, as (start, end) offsets
-    /// in the packet: see [`Self::unshadowed`]. Found before the caller
+    /// in the packet: see `unshadowed`. Found before the caller
     /// touches memory, so that it holds no other lock meanwhile.
     pub fn pieces(&self, msn: u32, target: Target, offset: u32, len: u32) -> Pieces {
         let mut p = Pieces {
@@ -188,7 +188,7 @@ impl RecvStream {
     /// packet was recorded (when packets come in order); otherwise the
     /// newer messages' slots are looked at, once per round (a piece, or a
     /// newer Write's bytes stepped over).
-    pub fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
+    fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
         Unshadowed {
             stream: self,
             msn,
@@ -266,9 +266,9 @@ impl Pieces {
     }
 }
 
-/// The pieces of a Write's packet it may place ([`RecvStream::unshadowed`]):
+/// The pieces of a Write's packet it may place (`RecvStream::unshadowed`):
 /// (first byte, byte past the last).
-pub struct Unshadowed<'a> {
+struct Unshadowed<'a> {
     stream: &'a RecvStream,
     msn: u32,
     key: u32,
@@ -281,7 +281,8 @@ impl Iterator for Unshadowed<'_> {
 
     fn next(&mut self) -> Option<(u64, u64)> {
         // Each round either returns a piece or moves `at` past a newer
-        // Write's bytes: at most one round per newer Write, plus one.
+        // Write's bytes: at most two rounds per newer Write, plus one
+        // (each scanning the newer slots once).
         while self.at < self.to {
             let mut covered_to = None;
             let mut piece_end = self.to;
