@@ -46,9 +46,13 @@ types=${INCAST_TYPES:-${METAROCE_TYPES:-metaroce rxe}}
 read -r -a perf_args <<<"${INCAST_PERF_ARGS:-}"
 capacity=$((rate * 9 / 10 / 1000))
 settle=5
-# Under emulation the clients start seconds apart: each runs long enough for
-# the window to fall where all of them run, and is stopped after it.
-duration=$((window * 3 + 60))
+# Under emulation the clients start seconds apart, and measure waits up to
+# 120 s for all of them to send and 60 s for all to pace at their share: each
+# runs long enough to outlast those waits, the settling and the window with a
+# margin, and is stopped after the window. (A duration of three windows plus
+# a minute ran out in a loaded CI run: five clients ended before the window
+# did, and the receiver shared their capacity among the rest.)
+duration=$((120 + 60 + settle + window * 2 + 60))
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 env=$top/scripts/rdma-env.sh
@@ -171,6 +175,7 @@ incast_start() {
 			return 1
 		}
 	done
+	STARTED=$SECONDS
 	for ((i = 0; i < senders; i++)); do
 		gid=$(fabric_gid_index "${DEVS_S[i]}" "10.80.$((i + 1)).2") || {
 			echo "no GID for sender $i" >&2
@@ -305,8 +310,14 @@ measure() {
 		for ((i = 0; i < senders; i++)); do PACES[i]=$(pace_of_sender "${DEVS_S[i]}"); done
 	fi
 	RUNNING=0
+	ENDED=
+	RAN=$((SECONDS - STARTED))
 	for ((i = 0; i < senders; i++)); do
-		kill -0 "${CLIENTS[i]}" 2>/dev/null && RUNNING=$((RUNNING + 1))
+		if kill -0 "${CLIENTS[i]}" 2>/dev/null; then
+			RUNNING=$((RUNNING + 1))
+		else
+			ENDED+="client $i ended: $(tail -n 1 "$logs/client$i" | tr -d '\r#'); "
+		fi
 	done
 	b=$(sample "$type")
 	t1=$EPOCHREALTIME
@@ -407,8 +418,9 @@ if [[ " $types " == *" metaroce "* ]]; then
 	if run_type metaroce; then
 		ktap_ok "$senders senders and a receiver behind a ${rate} kbit/s bottleneck"
 		report metaroce
-		check "every client still runs at the end of the window ($RUNNING of $senders)" \
+		check "every client still runs at the end of the window ($RUNNING of $senders, ${RAN} s after the first started, each runs $duration s)" \
 			[ "$RUNNING" = "$senders" ]
+		[ -n "$ENDED" ] && ktap_info "incast: $ENDED"
 		check "the receiver counts $senders senders (counted: ${SENDERS_SEEN:-none})" \
 			[ "${SENDERS_SEEN:-0}" = "$senders" ]
 		share=$((capacity * 1000 / senders))
