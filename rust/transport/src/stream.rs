@@ -47,6 +47,10 @@ struct Slot {
     msn: u32,
     msg_len: u32,
     received: u32,
+    /// Whether the message is a Write of bytes (its packets name a target),
+    /// from its first packet: a packet of another kind with its number is
+    /// refused.
+    write: bool,
     /// A Write's target, from its first packet placed that carried bytes.
     target: Option<Target>,
 }
@@ -101,7 +105,9 @@ impl RecvStream {
 
     /// [`Self::admits`] for a packet of a Write whose message changes the
     /// bytes at `target` (`None`: not a Write, or a Write of no bytes): every
-    /// packet of a Write must name the target its first one named.
+    /// packet of a Write must name the target its first one named, and
+    /// every packet of a message must be of its first packet's kind (a
+    /// Write's or not).
     pub fn admits_write(
         &self,
         msn: u32,
@@ -112,6 +118,7 @@ impl RecvStream {
         self.admits(msn, len, msg_len)?;
         let slot = &self.slots[(msn % MAX_OUTSTANDING) as usize];
         match (slot.used, slot.target, target) {
+            (true, _, _) if slot.write != target.is_some() => Err(StreamError::Inconsistent),
             (true, Some(was), Some(now)) if was != now => Err(StreamError::Inconsistent),
             _ => Ok(()),
         }
@@ -143,6 +150,7 @@ impl RecvStream {
                 msn,
                 msg_len,
                 received: 0,
+                write: target.is_some(),
                 target: None,
             };
         }
@@ -159,8 +167,17 @@ impl RecvStream {
 
     /// The parts of a packet of Write `msn` (to `target`, `len` bytes at
     /// `offset` in the message) that it may place, as (start, end) offsets
-    /// in the packet: see `unshadowed`. Found before the caller
+    /// in the packet, in order: those that no newer Write of this stream
+    /// under the same key, of which a packet with bytes was placed, changes
+    /// too (the newest Write over a byte places it itself before it
+    /// completes, and completions come in order). Found before the caller
     /// touches memory, so that it holds no other lock meanwhile.
+    ///
+    /// Nothing is looked at when `msn` is the newest message of which a
+    /// packet was recorded (when packets come in order). Otherwise the
+    /// newer slots (at most 63) are read once, the parts of the packet
+    /// they cover sorted (at most 63, by insertion) and the gaps between
+    /// them kept: bounded work whatever a peer sends.
     pub fn pieces(&self, msn: u32, target: Target, offset: u32, len: u32) -> Pieces {
         let mut p = Pieces {
             n: 0,
@@ -172,30 +189,18 @@ impl RecvStream {
             return p;
         };
         let to = from.saturating_add(u64::from(len));
-        for (s, t) in self.unshadowed(msn, target.key, from, to) {
-            // Within [from, to), so both fit in `len`.
-            p.push((s - from) as u32, (t - from) as u32);
+        for (start, end) in self.newer_writes(msn, target.key) {
+            let (s, e) = (start.max(from), end.min(to));
+            // Within [from, to), so both fit in `len`. (There are at most
+            // 63; one more would be dropped: its bytes placed, not lost.)
+            if let Some(slot) = p.at.get_mut(p.n).filter(|_| s < e) {
+                *slot = ((s - from) as u32, (e - from) as u32);
+                p.n += 1;
+            }
         }
+        p.sort();
+        p.invert(len);
         p
-    }
-
-    /// The parts of bytes `[from, to)` of Write `msn` under key `key` that
-    /// it may place: those that no newer Write of this stream, of which a
-    /// packet with bytes was placed, changes too (the newest Write over a
-    /// byte places it itself before it completes, and completions come in
-    /// order). Pieces come in address order; all of `[from, to)`, with
-    /// nothing looked at, when `msn` is the newest message of which a
-    /// packet was recorded (when packets come in order); otherwise the
-    /// newer messages' slots are looked at, once per round (a piece, or a
-    /// newer Write's bytes stepped over).
-    fn unshadowed(&self, msn: u32, key: u32, from: u64, to: u64) -> Unshadowed<'_> {
-        Unshadowed {
-            stream: self,
-            msn,
-            key,
-            at: from,
-            to,
-        }
     }
 
     /// The targets of the Writes newer than `msn` that have begun, as
@@ -243,10 +248,10 @@ pub struct Pieces {
 }
 
 impl Pieces {
-    /// Adds a piece. There are at most 64: one more than the newer Writes
-    /// that split the packet, of which there are at most 63. Were there more,
-    /// the last piece would take in the rest of the packet (placed, as before
-    /// Writes kept their order) rather than any byte be lost.
+    /// Adds a free part. There are at most 64: one more than the newer
+    /// Writes that split the packet, of which there are at most 63. Were
+    /// there more, the last one would take in the rest (placed, as before
+    /// Writes kept their order, rather than any byte be lost).
     fn push(&mut self, start: u32, end: u32) {
         if let Some(last) = self.n.checked_sub(1).filter(|_| self.n == self.at.len()) {
             if let Some(p) = self.at.get_mut(last) {
@@ -260,49 +265,44 @@ impl Pieces {
         }
     }
 
+    /// Sorts the parts by their start (insertion: at most 64 of them).
+    fn sort(&mut self) {
+        let Some(parts) = self.at.get_mut(..self.n) else {
+            return;
+        };
+        for i in 1..parts.len() {
+            let mut j = i;
+            while j > 0 && parts[j - 1].0 > parts[j].0 {
+                parts.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+    }
+
+    /// Turns sorted covered parts of a packet of `len` bytes into the parts
+    /// between them, in place: the gap before the i-th covered part is
+    /// written at an index no greater than i, after it was read.
+    fn invert(&mut self, len: u32) {
+        let covered = self.n;
+        self.n = 0;
+        let mut at = 0;
+        for i in 0..covered {
+            let Some(&(s, e)) = self.at.get(i) else {
+                break;
+            };
+            if at < s {
+                self.push(at, s);
+            }
+            at = at.max(e);
+        }
+        if at < len {
+            self.push(at, len);
+        }
+    }
+
     /// The pieces, in order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.at.iter().take(self.n).copied()
-    }
-}
-
-/// The pieces of a Write's packet it may place (`RecvStream::unshadowed`):
-/// (first byte, byte past the last).
-struct Unshadowed<'a> {
-    stream: &'a RecvStream,
-    msn: u32,
-    key: u32,
-    at: u64,
-    to: u64,
-}
-
-impl Iterator for Unshadowed<'_> {
-    type Item = (u64, u64);
-
-    fn next(&mut self) -> Option<(u64, u64)> {
-        // Each round either returns a piece or moves `at` past a newer
-        // Write's bytes: at most two rounds per newer Write, plus one
-        // (each scanning the newer slots once).
-        while self.at < self.to {
-            let mut covered_to = None;
-            let mut piece_end = self.to;
-            for (start, end) in self.stream.newer_writes(self.msn, self.key) {
-                if start <= self.at && self.at < end {
-                    covered_to = Some(covered_to.map_or(end, |c: u64| c.max(end)));
-                } else if self.at < start && start < piece_end {
-                    piece_end = start;
-                }
-            }
-            match covered_to {
-                Some(end) => self.at = end.min(self.to),
-                None => {
-                    let piece = (self.at, piece_end);
-                    self.at = piece_end;
-                    return Some(piece);
-                }
-            }
-        }
-        None
     }
 }
 
@@ -358,8 +358,13 @@ mod tests {
     extern crate std;
     use std::vec::Vec;
 
+    /// The pieces of a packet of `msn` over `[from, to)`, as addresses.
     fn pieces(s: &RecvStream, msn: u32, key: u32, from: u64, to: u64) -> Vec<(u64, u64)> {
-        s.unshadowed(msn, key, from, to).collect()
+        let t = Target { key, addr: from };
+        let p = s.pieces(msn, t, 0, (to - from) as u32);
+        p.iter()
+            .map(|(a, b)| (from + u64::from(a), from + u64::from(b)))
+            .collect()
     }
 
     #[test]
@@ -445,6 +450,71 @@ mod tests {
         // Completed messages shadow nothing (a new message in their slot
         // is another message).
         assert_eq!(pieces(&s, 1, 9, 0, 100), [(0, 100)]);
+    }
+
+    #[test]
+    fn a_messages_packets_are_of_one_kind() {
+        let t = Some(Target { key: 1, addr: 0 });
+        let mut s = RecvStream::new(0);
+        // A Send's number on a Write's packet, and a Write's on a Send's.
+        s.on_write(0, 10, 100, t).unwrap();
+        assert_eq!(
+            s.admits_write(0, 10, 100, None),
+            Err(StreamError::Inconsistent)
+        );
+        assert_eq!(s.on_packet(0, 10, 100), Err(StreamError::Inconsistent));
+        s.on_packet(1, 10, 100).unwrap();
+        assert_eq!(s.on_write(1, 10, 100, t), Err(StreamError::Inconsistent));
+        // Each completes with its own kind.
+        s.on_write(0, 90, 100, t).unwrap();
+        s.on_packet(1, 90, 100).unwrap();
+        assert_eq!(s.pop_completed(), Some(0));
+        assert_eq!(s.pop_completed(), Some(1));
+    }
+
+    /// The pieces a byte-by-byte model gives: the bytes of `[from, to)` that
+    /// no newer begun Write under `key` changes, as runs.
+    fn model(s: &RecvStream, msn: u32, key: u32, from: u64, to: u64) -> Vec<(u64, u64)> {
+        let covered: Vec<(u64, u64)> = s.newer_writes(msn, key).collect();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for b in from..to {
+            if covered.iter().any(|&(a, e)| a <= b && b < e) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.1 == b => r.1 = b + 1,
+                _ => runs.push((b, b + 1)),
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn pieces_agree_with_a_byte_model_under_many_newer_writes() {
+        // A fixed pseudo-random sequence (an LCG): 63 newer Writes begun,
+        // of any length and place, some overlapping, some under another key.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for _ in 0..50 {
+            let mut s = RecvStream::new(0);
+            s.on_write(0, 1, 4096, Some(Target { key: 1, addr: 0 }))
+                .unwrap();
+            for m in 1..MAX_OUTSTANDING {
+                let key = if next(8) == 0 { 2 } else { 1 };
+                let len = 1 + next(300) as u32;
+                let addr = next(4400);
+                s.on_write(m, 1, len, Some(Target { key, addr })).unwrap();
+            }
+            for _ in 0..20 {
+                let from = next(4096);
+                let to = from + 1 + next(4096 - from);
+                let got = pieces(&s, 0, 1, from, to);
+                assert_eq!(got, model(&s, 0, 1, from, to), "[{from}, {to})");
+            }
+        }
     }
 
     #[test]
