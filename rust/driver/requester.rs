@@ -17,7 +17,7 @@ use crate::abstractions::{
 };
 use crate::transport::{
     conn::Message,
-    stream::StreamError,
+    stream::{StreamError, Target},
     wire::{Atomic, DataHeader, NakCode, Opcode, Remote},
 };
 use kernel::{alloc::KVec, prelude::*};
@@ -278,18 +278,53 @@ impl QpShared {
         if u64::from(h.msg_len) != e.wr.len() {
             return Err(NakCode::InvalidRequest);
         }
-        match st
-            .resp_stream
-            .on_packet(h.msn, bytes.len() as u32, h.msg_len)
-        {
+        // Answers into one buffer keep their order as Writes do (stream.rs,
+        // "Writes over the same bytes"): the target of a Read into one
+        // buffer is its lkey and first address, and a late packet of an
+        // earlier answer is not placed over bytes a newer one, already
+        // begun, also fills. (A Read into several buffers is not compared.)
+        let target = match e.wr.sges() {
+            [sge] if h.msg_len > 0 => Some(Target {
+                key: sge.lkey,
+                addr: sge.addr,
+            }),
+            _ => None,
+        };
+        let len = bytes.len() as u32;
+        match st.resp_stream.admits_write(h.msn, len, h.msg_len, target) {
             Ok(()) => {}
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
         }
+        let pieces = target.map(|t| st.resp_stream.pieces(h.msn, t, h.offset, len));
         let tables = self.dev.tables.lock();
-        scatter(e.wr.sges(), self.pd, &tables.mrs, h.offset, bytes)
-            .ok_or(NakCode::InvalidRequest)?;
+        match &pieces {
+            Some(pieces) => {
+                for (s, t) in pieces.iter() {
+                    let piece = bytes.get(s as usize..t as usize);
+                    // `s` is within the packet, which is within the message.
+                    piece
+                        .and_then(|b| {
+                            scatter(
+                                e.wr.sges(),
+                                self.pd,
+                                &tables.mrs,
+                                h.offset.saturating_add(s),
+                                b,
+                            )
+                        })
+                        .ok_or(NakCode::InvalidRequest)?;
+                }
+            }
+            None => scatter(e.wr.sges(), self.pd, &tables.mrs, h.offset, bytes)
+                .ok_or(NakCode::InvalidRequest)?,
+        }
         drop(tables);
+        // Counted once placed: an answer whose bytes were refused cannot
+        // complete as if they had landed.
+        st.resp_stream
+            .on_write(h.msn, len, h.msg_len, target)
+            .map_err(|_| NakCode::InvalidRequest)?;
         while let Some(msn) = st.resp_stream.pop_completed() {
             st.rd.answer_arrived();
             if let Some(e) = st.sq.iter_mut().find(|e| e.resp == Some(msn)) {

@@ -66,14 +66,16 @@ else
 fi
 netem_clear
 
-# Each Write follows 8 Writes of other bytes to the same place, under loss
-# and reordering: a late packet of one of those must not land over the
-# step's bytes (stream.rs, `pieces`). Without that rule this failed.
+# Each Write follows 8 Writes of other bytes to the same place, and each
+# Read into one buffer 8 Reads of other bytes into it, under loss and
+# reordering: a late packet of one of those must not land over the step's
+# bytes (stream.rs, `pieces`). Without that rule this failed (Writes: the
+# module before 2026-12-06; Reads: the module before their answers used it).
 if netem_both delay 1ms reorder 25% 50% loss 5%; then
-	integrity_point "integrity: Writes over the same bytes keep their order (-O 8), loss 5% and reordering" pass \
-		-n $((6 * scale)) -q 2 -s 64K -t 60 -o write,write_imm -O 8
+	integrity_point "integrity: Writes and Reads over the same bytes keep their order (-O 8), loss 5% and reordering" pass \
+		-n $((6 * scale)) -q 2 -s 64K -t 60 -o write,write_imm,read -O 8
 else
-	ktap_skip "integrity: Writes over the same bytes keep their order (-O 8), loss 5% and reordering" \
+	ktap_skip "integrity: Writes and Reads over the same bytes keep their order (-O 8), loss 5% and reordering" \
 		"no netem qdisc"
 fi
 netem_clear

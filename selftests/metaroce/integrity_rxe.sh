@@ -63,8 +63,8 @@ netem_clear
 
 # The check integrity_metaroce.sh runs under loss and reordering, lossless
 # here: rxe places packets in order, so the step's bytes must win.
-integrity_point "integrity: Writes over the same bytes keep their order (-O 8), lossless" pass \
-	-n $((4 * scale)) -q 2 -s 64K -t 30 -o write,write_imm -O 8
+integrity_point "integrity: Writes and Reads over the same bytes keep their order (-O 8), lossless" pass \
+	-n $((4 * scale)) -q 2 -s 64K -t 30 -o write,write_imm,read -O 8
 
 # Step 9 is iteration 1's send (7 ops a step; odd iterations: the client
 # receives): the client flips a bit of what arrived, and both sides must fail.

@@ -86,7 +86,7 @@ struct config {
 	bool use_event;
 	bool ex; /* -x: the extended verbs API */
 	int64_t corrupt_step; /* -X: self-test of the checker, -1 off */
-	uint32_t overwrites; /* -O: Writes of other bytes before each Write */
+	uint32_t overwrites; /* -O: Writes (Reads) of other bytes before each Write (Read) */
 	const char *server;
 };
 
@@ -1005,13 +1005,15 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 static void connect_qps(void)
 {
 	enum ibv_mtu mtu = (enum ibv_mtu)C.common.mtu;
+	/* -O: Reads in flight together, so that their answers can cross. */
+	uint8_t rd = cfg.overwrites ? 8 : 1;
 
 	for (uint32_t i = 0; i < C.nqp; i++) {
 		struct qpctx *q = &C.q[i];
 
-		if (qp_to_rtr(q->qp, cfg.ib_port, mtu, &q->peer, C.dev.gid_idx, 1))
+		if (qp_to_rtr(q->qp, cfg.ib_port, mtu, &q->peer, C.dev.gid_idx, rd))
 			die("QP %u to RTR: %s", i, strerror(errno));
-		if (qp_to_rts(q->qp, q->me.psn, 6, 1))
+		if (qp_to_rts(q->qp, q->me.psn, 6, rd))
 			die("QP %u to RTS: %s", i, strerror(errno));
 	}
 }
@@ -1254,6 +1256,45 @@ static int overwrite_first(uint32_t i, uint32_t iter, enum op op,
 	return 0;
 }
 
+/*
+ * -O N with a Read into one local buffer: before the step's Read, N
+ * unsignaled Reads into the same local bytes (all of them, or their last or
+ * first three quarters, in turn) of the peer's bytes one further on (the
+ * step's data shifted by a byte, and a guard byte: the peer's region has
+ * GUARD bytes past the window). The local bytes then verify as usual: a
+ * late packet of an earlier Read's answer that lands after the step's own
+ * leaves shifted bytes there. A Read into several buffers is not given
+ * them: MetaRoCE orders answers into one buffer only.
+ */
+static int overread_first(uint32_t i, uint32_t iter, const struct plan *p)
+{
+	struct qpctx *q = &C.q[i];
+
+	for (uint32_t n = 0; n < cfg.overwrites; n++) {
+		uint32_t lo = n % 3 == 1 ? p->len / 4 : 0;
+		uint32_t hi = n % 3 == 2 ? p->len - p->len / 4 : p->len;
+		struct ibv_sge sg = { (uintptr_t)(q->lbuf + p->l[0].boff + lo),
+				      hi - lo, q->lmr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = WRID(i, WR_OVERWRITE), .sg_list = &sg,
+			.num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		};
+		int rc;
+
+		wr.wr.rdma.remote_addr = q->peer.raddr + 1 + lo +
+			(p->nr ? p->r[0].boff : 0);
+		wr.wr.rdma.rkey = q->peer.rkey;
+		rc = post_one(q->qp, &wr);
+		if (rc) {
+			msg("FAIL qp=%u iter=%u op=read: ibv_post_send of "
+			    "overread %u (bytes %u..%u): %s", i, iter, n, lo,
+			    hi, strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Initiator side, after READY: post, complete, verify the local bytes. */
 static int initiate(uint32_t iter, enum op op, struct plan *pl,
 		    uint64_t *bytes)
@@ -1298,6 +1339,9 @@ static int initiate(uint32_t iter, enum op op, struct plan *pl,
 		}
 		if ((op == OP_WRITE || op == OP_WRITE_IMM) && p->len &&
 		    overwrite_first(i, iter, op, p))
+			return -1;
+		if (op == OP_READ && p->len && p->nl == 1 &&
+		    overread_first(i, iter, p))
 			return -1;
 
 		switch (op) {
@@ -1514,8 +1558,9 @@ static void usage(FILE *f)
 "             ibv_create_qp_ex and the ibv_wr_* calls\n"
 "  -v         verbose\n"
 "  -O N       before each Write (and Write with Immediate), N Writes of\n"
-"             other bytes to the same place: the step's bytes must win (give\n"
-"             it to both sides)\n"
+"             other bytes to the same place, and before each Read into one\n"
+"             buffer, N Reads of other bytes into it: the step's bytes must\n"
+"             win (give it to both sides)\n"
 "  -X STEP    test the checker: the target side flips a bit in its window\n"
 "             at step STEP (0, 1, ...: iterations x ops); the run must FAIL\n"
 "The client's -n -s -o -q -S apply to both sides. Iterations alternate the\n"
