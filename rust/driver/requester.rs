@@ -278,8 +278,9 @@ impl QpShared {
         if u64::from(h.msg_len) != e.wr.len() {
             return Err(NakCode::InvalidRequest);
         }
-        // Answers into one buffer keep their order as Writes do (stream.rs,
-        // "Writes over the same bytes"): the target of a Read into one
+        // Answers into one buffer keep their order as Writes do
+        // (Documentation/transport.md, "Read answers into the same
+        // buffer"; `RecvStream::pieces`): the target of a Read into one
         // buffer is its lkey and first address, and a late packet of an
         // earlier answer is not placed over bytes a newer one, already
         // begun, also fills. (A Read into several buffers is not compared.)

@@ -49,7 +49,8 @@ settle=5
 # Under emulation the clients start seconds apart, and measure waits up to
 # 120 s for all of them to send and 60 s for all to pace at their share: each
 # runs long enough to outlast those waits, the settling and the window with a
-# margin, and is stopped after the window. (A duration of three windows plus
+# margin (for starting the other clients and the slow sampling too), and is
+# stopped after the window. (A duration of three windows plus
 # a minute ran out in a loaded CI run: five clients ended before the window
 # did, and the receiver shared their capacity among the rest.)
 duration=$((120 + 60 + settle + window * 2 + 60))
@@ -316,7 +317,7 @@ measure() {
 		if kill -0 "${CLIENTS[i]}" 2>/dev/null; then
 			RUNNING=$((RUNNING + 1))
 		else
-			ENDED+="client $i ended: $(tail -n 1 "$logs/client$i" | tr -d '\r#'); "
+			ENDED+="client $i ended: $(grep -v -- '^-*$' "$logs/client$i" | tail -n 1 | tr -d '\r#'); "
 		fi
 	done
 	b=$(sample "$type")

@@ -6,8 +6,9 @@
 # bytes around it checked) lossless, with completion events, over the
 # extended verbs API (ibv_create_cq_ex, ibv_create_qp_ex, ibv_wr_*), under
 # netem loss of 1% and 10% and under reordering, Writes that overwrite the
-# same bytes under loss and reordering (the last one's bytes must stay: the
-# peer places packets of different messages in any order), and once with a
+# same bytes and Reads into the same buffer under loss and reordering (the
+# last one's bytes must stay: packets of different messages are placed in
+# any order), and once with a
 # flipped bit that must be caught. The programs run on the rdma-core build with the MetaRoCE
 # provider (scripts/rdma-env.sh).
 #
@@ -69,8 +70,9 @@ netem_clear
 # Each Write follows 8 Writes of other bytes to the same place, and each
 # Read into one buffer 8 Reads of other bytes into it, under loss and
 # reordering: a late packet of one of those must not land over the step's
-# bytes (stream.rs, `pieces`). Without that rule this failed (Writes: the
-# module before 2026-12-06; Reads: the module before their answers used it).
+# bytes (stream.rs `pieces`, used by responder.rs for Writes and by
+# requester.rs `place_response` for Read answers). Without that rule this
+# failed (Writes: the module before 5401feb, 2 of 2; Reads: 6d69da7, 6 of 6).
 if netem_both delay 1ms reorder 25% 50% loss 5%; then
 	integrity_point "integrity: Writes and Reads over the same bytes keep their order (-O 8), loss 5% and reordering" pass \
 		-n $((6 * scale)) -q 2 -s 64K -t 60 -o write,write_imm,read -O 8

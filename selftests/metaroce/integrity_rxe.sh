@@ -62,7 +62,8 @@ fi
 netem_clear
 
 # The check integrity_metaroce.sh runs under loss and reordering, lossless
-# here: rxe places packets in order, so the step's bytes must win.
+# here: rxe places packets in order, so the step's bytes must win (a control
+# of the tool's check, not a test of ordering).
 integrity_point "integrity: Writes and Reads over the same bytes keep their order (-O 8), lossless" pass \
 	-n $((4 * scale)) -q 2 -s 64K -t 30 -o write,write_imm,read -O 8
 

@@ -1005,8 +1005,9 @@ static void create_qps(uint32_t n, uint32_t max_size, bool atomic)
 static void connect_qps(void)
 {
 	enum ibv_mtu mtu = (enum ibv_mtu)C.common.mtu;
-	/* -O: Reads in flight together, so that their answers can cross. */
-	uint8_t rd = cfg.overwrites ? 8 : 1;
+	/* -O with Reads: Reads in flight together, so that their answers can
+	 * cross (8: MetaRoCE allows 16, rdma_rxe more). */
+	uint8_t rd = cfg.overwrites && (C.common.ops & (1u << OP_READ)) ? 8 : 1;
 
 	for (uint32_t i = 0; i < C.nqp; i++) {
 		struct qpctx *q = &C.q[i];
@@ -1559,8 +1560,8 @@ static void usage(FILE *f)
 "  -v         verbose\n"
 "  -O N       before each Write (and Write with Immediate), N Writes of\n"
 "             other bytes to the same place, and before each Read into one\n"
-"             buffer, N Reads of other bytes into it: the step's bytes must\n"
-"             win (give it to both sides)\n"
+"             buffer, N Reads of other bytes into it (max_rd_atomic 8):\n"
+"             the step's bytes must win (give it to both sides)\n"
 "  -X STEP    test the checker: the target side flips a bit in its window\n"
 "             at step STEP (0, 1, ...: iterations x ops); the run must FAIL\n"
 "The client's -n -s -o -q -S apply to both sides. Iterations alternate the\n"
