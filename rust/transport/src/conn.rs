@@ -602,6 +602,19 @@ fn port_for(seed: u32, path: u16, epoch: u32) -> u16 {
     PORT_BASE + (h % (65536 - u32::from(PORT_BASE))) as u16
 }
 
+/// `items` with their indices. (`enumerate` and `position` count with an
+/// addition the compiler cannot always prove never overflows, and the
+/// kernel builds this crate with overflow checks: a range of indices has
+/// none.)
+fn indexed<T>(items: &[T]) -> impl Iterator<Item = (usize, &T)> {
+    (0..items.len()).zip(items)
+}
+
+/// The index of the first of `items` for which `f` holds ([`indexed`]).
+fn position<T>(items: &[T], mut f: impl FnMut(&T) -> bool) -> Option<usize> {
+    indexed(items).find(|(_, x)| f(x)).map(|(i, _)| i)
+}
+
 /// The clock in microseconds as data packets carry it: wrapping, never 0
 /// (an ACK echoing 0 carries no RTT sample).
 fn us(now: u64) -> u32 {

@@ -134,7 +134,7 @@ impl SendPath {
         let advance = cum.wrapping_sub(self.una);
         for i in 0..advance.min(BITS) {
             if !self.sacked.get(i) {
-                out.newly_acked += 1;
+                out.newly_acked = out.newly_acked.saturating_add(1);
                 out.acked.set(i);
             }
         }
@@ -148,7 +148,7 @@ impl SendPath {
                 break;
             }
             if sack.get(i) && !self.sacked.set(off) {
-                out.newly_acked += 1;
+                out.newly_acked = out.newly_acked.saturating_add(1);
                 out.acked.set(off + advance);
             }
         }

@@ -84,7 +84,8 @@ impl Rtt {
 
     /// The timeout to arm now, backoff included.
     pub fn rto_us(&self) -> u32 {
-        let rto = u64::from(self.rto) << self.backoff;
+        // (A backoff above 32 could lose bits; it is at most MAX_BACKOFF.)
+        let rto = u64::from(self.rto) << self.backoff.min(32);
         rto.min(u64::from(MAX_RTO_US)) as u32
     }
 

@@ -139,13 +139,15 @@ impl Iterator for Ones {
     type Item = u32;
 
     fn next(&mut self) -> Option<u32> {
+        // (`word` is below 4 in the loop, `bit` below 64: the index is
+        // assembled with `|`, which the kernel's overflow checks leave be.)
         while let Some(w) = self.words.get_mut(self.word) {
             if *w != 0 {
                 let bit = w.trailing_zeros();
                 *w &= *w - 1;
-                return Some(self.word as u32 * 64 + bit);
+                return Some(((self.word as u32) << 6) | bit);
             }
-            self.word += 1;
+            self.word = self.word.wrapping_add(1);
         }
         None
     }

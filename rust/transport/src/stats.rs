@@ -6,6 +6,13 @@
 //! drops datagrams for ([`DropReason`]) and the messages it refuses.
 //! Documentation/observability.md explains every counter.
 
+/// Adds `n` to a counter. Counters wrap rather than overflow: the kernel
+/// builds this crate with overflow checks, where an overflow would panic.
+#[inline]
+pub fn tally(counter: &mut u64, n: u64) {
+    *counter = counter.wrapping_add(n);
+}
+
 /// Why an arriving datagram was dropped: one counter each in
 /// [`Stats::drops`] (`RecvError::reason` in `conn.rs` maps the errors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

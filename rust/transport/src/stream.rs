@@ -198,9 +198,10 @@ impl RecvStream {
             let (s, e) = (start.max(from), end.min(to));
             // Within [from, to), so both fit in `len`. (There are at most
             // 63; one more would be dropped: its bytes placed, not lost.)
-            if let Some(slot) = p.at.get_mut(p.n).filter(|_| s < e) {
-                *slot = ((s - from) as u32, (e - from) as u32);
-                p.n += 1;
+            let n = p.n;
+            if s < e && n < p.at.len() {
+                p.at[n] = ((s - from) as u32, (e - from) as u32);
+                p.n = n + 1;
             }
         }
         p.sort();
@@ -264,9 +265,10 @@ impl Pieces {
             }
             return;
         }
-        if let Some(p) = self.at.get_mut(self.n) {
-            *p = (start, end);
-            self.n += 1;
+        let n = self.n;
+        if n < self.at.len() {
+            self.at[n] = (start, end);
+            self.n = n + 1;
         }
     }
 

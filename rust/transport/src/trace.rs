@@ -53,15 +53,16 @@ impl TraceRing {
 
     /// Records `e`, overwriting the oldest event if the ring is full.
     pub fn push(&mut self, e: TraceEvent) {
-        let at = (self.head + self.len) % TRACE_RING;
+        // (`head` and `len` are below the ring's size.)
+        let at = self.head.wrapping_add(self.len) % TRACE_RING;
         if let Some(slot) = self.ev.get_mut(at) {
             *slot = Some(e);
         }
         if self.len == TRACE_RING {
-            self.head = (self.head + 1) % TRACE_RING;
+            self.head = self.head.wrapping_add(1) % TRACE_RING;
             self.overwritten = self.overwritten.wrapping_add(1);
         } else {
-            self.len += 1;
+            self.len = self.len.wrapping_add(1);
         }
     }
 

@@ -496,10 +496,14 @@ struct Writer<'a> {
 impl Writer<'_> {
     fn put(&mut self, bytes: &[u8]) {
         // Callers check the total length first; `encode_*` never writes past it.
-        if let Some(dst) = self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+        let Some(end) = self.pos.checked_add(bytes.len()) else {
+            self.pos = usize::MAX;
+            return;
+        };
+        if let Some(dst) = self.buf.get_mut(self.pos..end) {
             dst.copy_from_slice(bytes);
         }
-        self.pos += bytes.len();
+        self.pos = end;
     }
 }
 
@@ -871,7 +875,7 @@ pub fn encode_datagram(hdr: &DatagramHeader, out: &mut [u8]) -> Result<usize, En
 /// `daddr`.
 pub fn ipv4_grh(saddr: [u8; 4], daddr: [u8; 4], udp_payload: usize) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
-    let total = (20 + 8 + udp_payload).min(0xffff) as u16;
+    let total = udp_payload.saturating_add(20 + 8).min(0xffff) as u16;
     let ip = &mut g[20..];
     ip[0] = 0x45;
     ip[2..4].copy_from_slice(&total.to_be_bytes());

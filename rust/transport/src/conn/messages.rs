@@ -6,8 +6,8 @@
 
 use super::super::stream::MAX_OUTSTANDING;
 use super::super::wire::{Common, NakCode, NakHeader, PacketType};
+use super::{indexed, position, EMPTY_MSG, MAX_MESSAGES, RNR_FOREVER};
 use super::{Completion, Connection, Message, MsgSlot, MsgState, PostError, RecvError};
-use super::{EMPTY_MSG, MAX_MESSAGES, RNR_FOREVER};
 
 fn packets_of(msg: &Message, max_payload: u16) -> u32 {
     if !msg.opcode.has_payload() || msg.len == 0 {
@@ -222,15 +222,12 @@ impl<const P: usize> Connection<P> {
         msn: u32,
         code: NakCode,
     ) -> Result<(), RecvError> {
-        let i = self
-            .msgs
-            .iter()
-            .position(|m| {
-                matches!(m.state, MsgState::Active | MsgState::Done)
-                    && m.msg.stream == stream
-                    && m.msg.msn == msn
-            })
-            .ok_or(RecvError::Nak)?;
+        let i = position(&self.msgs, |m| {
+            matches!(m.state, MsgState::Active | MsgState::Done)
+                && m.msg.stream == stream
+                && m.msg.msn == msn
+        })
+        .ok_or(RecvError::Nak)?;
         let m = self.msgs.get_mut(i).ok_or(RecvError::Nak)?;
         m.error = Some(code);
         // Stop cutting it; it completes once what was sent is acknowledged.
@@ -254,10 +251,7 @@ impl<const P: usize> Connection<P> {
             return;
         };
         loop {
-            let oldest = self
-                .msgs
-                .iter()
-                .enumerate()
+            let oldest = indexed(&self.msgs)
                 .filter(|(_, m)| {
                     m.msg.stream == stream && matches!(m.state, MsgState::Active | MsgState::Done)
                 })
@@ -290,10 +284,7 @@ impl<const P: usize> Connection<P> {
         let next_gen = self.next_gen;
         // A message of a stream that waits for its receiver is not cut
         // (`conn::rnr`: such messages carry the wait, from posting on).
-        self.cursor = self
-            .msgs
-            .iter()
-            .enumerate()
+        self.cursor = indexed(&self.msgs)
             .filter(|(_, m)| {
                 m.state == MsgState::Active
                     && m.sent_packets < m.packets

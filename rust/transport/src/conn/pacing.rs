@@ -23,7 +23,8 @@ impl<const P: usize> Connection<P> {
         // marks from a hot spot elsewhere are the paths' business.
         let excess = self.ce_ewma.saturating_sub(CE_ONE / 2);
         let cut = u64::from(self.rate_hint) * u64::from(excess) / u64::from(4 * CE_ONE);
-        self.rate_hint - cut as u32
+        // (`cut` is at most an eighth of the hint.)
+        self.rate_hint.saturating_sub(cut as u32)
     }
 
     /// Sends the current hint at once, in an ACK on the path that last

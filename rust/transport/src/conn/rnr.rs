@@ -20,8 +20,11 @@
 //! instead (its packets then go void, closing their PSNs).
 
 use super::super::path::{RecvPath, WINDOW};
+use super::super::stats::tally;
 use super::super::wire::{flags, NakCode, NakHeader};
-use super::{Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS};
+use super::{
+    indexed, position, Connection, MsgState, RecvError, SlotState, Transmit, TxSlot, SLOTS,
+};
 
 /// `rnr_retry` that never runs out, as verbs defines it.
 pub const RNR_FOREVER: u8 = 7;
@@ -169,11 +172,10 @@ impl<const P: usize> Connection<P> {
     /// last sent changes nothing (an older copy's, or a forgery).
     pub(super) fn on_not_ready(&mut self, nak: &NakHeader, now: u64) -> Result<(), RecvError> {
         let (stream, msn) = (nak.stream, nak.msn);
-        let i = self
-            .msgs
-            .iter()
-            .position(|m| m.state == MsgState::Active && m.msg.stream == stream && m.msg.msn == msn)
-            .ok_or(RecvError::Nak)?;
+        let i = position(&self.msgs, |m| {
+            m.state == MsgState::Active && m.msg.stream == stream && m.msg.msn == msn
+        })
+        .ok_or(RecvError::Nak)?;
         let parked = self.park(i, nak.common.path, nak.common.psn, nak.common.timestamp);
         if parked == Park::Stale {
             // Usual under reordering or duplication (the refusal of an
@@ -216,7 +218,7 @@ impl<const P: usize> Connection<P> {
             }
         }
         self.rnr_wake = Some(self.rnr_wake.map_or(until, |w| w.min(until)));
-        self.stats.rnr_waits += 1;
+        tally(&mut self.stats.rnr_waits, 1);
         self.advance_cursor();
         Ok(())
     }
@@ -269,24 +271,25 @@ impl<const P: usize> Connection<P> {
         // A run of the message it extends at either end, or a new run.
         let n = usize::from(self.n_parked);
         let msgs = &self.msgs;
-        let mut runs_of_stream = 0;
+        let mut runs_of_stream: usize = 0;
         let mut joined = None;
-        for (k, e) in self.parked.iter_mut().take(n).enumerate() {
+        let runs = (0..n).zip(self.parked.iter_mut());
+        for (k, e) in runs {
             if msgs
                 .get(usize::from(e.msg))
                 .is_some_and(|m| m.msg.stream == stream)
             {
-                runs_of_stream += 1;
+                runs_of_stream = runs_of_stream.saturating_add(1);
             }
             if joined.is_some() || usize::from(e.msg) != i || e.gen != gen {
                 continue;
             }
             if run_end(e, payload) == Some(offset) {
-                e.count += 1;
+                e.count = e.count.saturating_add(1);
                 joined = Some(k);
             } else if offset.checked_add(payload) == Some(e.offset) {
                 e.offset = offset;
-                e.count += 1;
+                e.count = e.count.saturating_add(1);
                 joined = Some(k);
             }
         }
@@ -308,7 +311,7 @@ impl<const P: usize> Connection<P> {
                 offset,
                 count: 1,
             };
-            self.n_parked += 1;
+            self.n_parked = self.n_parked.saturating_add(1);
         }
         slot.void = true;
         slot.by_order = false;
@@ -331,13 +334,15 @@ impl<const P: usize> Connection<P> {
         let Some(r) = self.parked.get(k).copied() else {
             return;
         };
-        let n = usize::from(self.n_parked);
-        let other = self.parked.iter().take(n).enumerate().position(|(j, e)| {
-            j != k
-                && e.msg == r.msg
-                && e.gen == r.gen
-                && (run_end(&r, payload) == Some(e.offset) || run_end(e, payload) == Some(r.offset))
-        });
+        let other = indexed(self.parked_runs())
+            .find(|&(j, e)| {
+                j != k
+                    && e.msg == r.msg
+                    && e.gen == r.gen
+                    && (run_end(&r, payload) == Some(e.offset)
+                        || run_end(e, payload) == Some(r.offset))
+            })
+            .map(|(j, _)| j);
         let Some(j) = other else {
             return;
         };
@@ -361,7 +366,7 @@ impl<const P: usize> Connection<P> {
         if let Some(slot) = self.parked.get_mut(k) {
             *slot = moved;
         }
-        self.n_parked -= 1;
+        self.n_parked = self.n_parked.saturating_sub(1);
         Some(e)
     }
 
@@ -399,14 +404,17 @@ impl<const P: usize> Connection<P> {
 
     /// A parked packet that may go out again (its message waits no more).
     fn ready_parked(&self) -> Option<usize> {
-        self.parked
-            .iter()
-            .take(usize::from(self.n_parked))
-            .position(|e| {
-                self.msgs
-                    .get(usize::from(e.msg))
-                    .is_some_and(|m| m.rnr_until == 0)
-            })
+        position(self.parked_runs(), |e| {
+            self.msgs
+                .get(usize::from(e.msg))
+                .is_some_and(|m| m.rnr_until == 0)
+        })
+    }
+
+    /// The parked runs in use.
+    fn parked_runs(&self) -> &[Parked] {
+        let n = usize::from(self.n_parked).min(self.parked.len());
+        &self.parked[..n]
     }
 
     /// Whether a parked packet may go out again now.
@@ -446,12 +454,12 @@ impl<const P: usize> Connection<P> {
         if e.count > 1 {
             if let Some(r) = self.parked.get_mut(k) {
                 r.offset = r.offset.saturating_add(payload);
-                r.count -= 1;
+                r.count = r.count.saturating_sub(1);
             }
         } else {
             self.unpark(k);
         }
-        self.stats.retransmits += 1;
+        tally(&mut self.stats.retransmits, 1);
         let extra = flags::RETRANSMIT | flags::ACK_REQ;
         self.encode_slot(path, psn, &slot, extra, now, buf)
     }

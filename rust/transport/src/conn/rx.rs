@@ -9,6 +9,7 @@ use super::super::cc::window_for_rate;
 use super::super::framing::HEADER_OVERHEAD;
 use super::super::path::{AckError, AckOutcome, Arrival, RecvPath, WINDOW};
 use super::super::seq::{before, Bits256};
+use super::super::stats::tally;
 use super::super::trace::TraceEvent;
 use super::super::wire::{
     self, flags, AckHeader, Common, DataHeader, NakCode, NakHeader, Packet, PacketType,
@@ -34,9 +35,9 @@ impl<const P: usize> Connection<P> {
     ) -> Result<Received<'a>, RecvError> {
         let r = self.receive(now, buf, sport, ce);
         if let Err(e) = &r {
-            self.stats.rx_errors += 1;
+            tally(&mut self.stats.rx_errors, 1);
             if let Some(d) = self.stats.drops.get_mut(e.reason() as usize) {
-                *d += 1;
+                tally(d, 1);
             }
         }
         r
@@ -69,12 +70,12 @@ impl<const P: usize> Connection<P> {
             Packet::Data(hdr, payload) => self.on_data(now, path, hdr, payload, sport, ce),
             Packet::Ack(ack) => {
                 self.on_ack(path, &ack, now)?;
-                self.stats.rx_acks += 1;
+                tally(&mut self.stats.rx_acks, 1);
                 Ok(Received::Control)
             }
             Packet::Nak(nak) => {
                 self.on_nak(&nak, now)?;
-                self.stats.rx_naks += 1;
+                tally(&mut self.stats.rx_naks, 1);
                 Ok(Received::Control)
             }
             // A datagram is no connection's (the dispatch sends it elsewhere).
@@ -132,7 +133,7 @@ impl<const P: usize> Connection<P> {
         }
         rx.unacked = rx.unacked.saturating_add(1);
         if rx.ack_at.is_none() {
-            rx.ack_at = Some(now + u64::from(self.cfg.ack_delay_ns));
+            rx.ack_at = Some(now.saturating_add(u64::from(self.cfg.ack_delay_ns)));
         }
         rx.due |= hdr.common.flags & flags::ACK_REQ != 0
             || rx.unacked >= self.cfg.ack_every.max(1)
@@ -154,8 +155,8 @@ impl<const P: usize> Connection<P> {
                 rx.sport = sport;
             }
             rx.dup = true;
-            rx.stats.duplicates += 1;
-            self.stats.rx_duplicates += 1;
+            tally(&mut rx.stats.duplicates, 1);
+            tally(&mut self.stats.rx_duplicates, 1);
             return Ok(Received::Duplicate);
         }
         if newer {
@@ -165,11 +166,11 @@ impl<const P: usize> Connection<P> {
         rx.echo = ts;
         self.last_rx_path = Some(path as u16);
         if ce {
-            rx.stats.ce_marked += 1;
+            tally(&mut rx.stats.ce_marked, 1);
         }
         // Smoothed share of marked data, over about 16 packets.
         self.ce_ewma = self.ce_ewma - self.ce_ewma / 16 + if ce { CE_ONE / 16 } else { 0 };
-        rx.stats.rcvd += 1;
+        tally(&mut rx.stats.rcvd, 1);
         if let Some(o) = hdr.origin {
             // The first copy went on another path: count it received there,
             // and drop this one if the first copy made it after all.
@@ -180,7 +181,7 @@ impl<const P: usize> Connection<P> {
             match orig.seq.on_data(o.psn, false) {
                 Arrival::New => orig.ack_at = Some(now),
                 Arrival::Duplicate => {
-                    self.stats.rx_duplicates += 1;
+                    tally(&mut self.stats.rx_duplicates, 1);
                     return Ok(Received::Duplicate);
                 }
                 Arrival::OutOfWindow => return Err(RecvError::Window),
@@ -189,7 +190,7 @@ impl<const P: usize> Connection<P> {
         if hdr.common.flags & flags::VOID != 0 {
             return Ok(Received::Void);
         }
-        self.stats.rx_data += 1;
+        tally(&mut self.stats.rx_data, 1);
         self.undo = Some(Undo {
             path: path as u16,
             psn: hdr.common.psn,
@@ -298,7 +299,7 @@ impl<const P: usize> Connection<P> {
                     // bytes come (or came) on another.
                     m.voids = m.voids.saturating_sub(1);
                 } else {
-                    m.acked += 1;
+                    m.acked = m.acked.saturating_add(1);
                 }
                 if m.settled() && m.sent_packets == m.packets {
                     m.state = MsgState::Done;
@@ -325,7 +326,7 @@ impl<const P: usize> Connection<P> {
             && now.saturating_sub(p.order_acked_at) <= p.timer_ns(&self.rtt, &self.cfg)
         {
             p.order_acked_at = 0;
-            self.stats.spurious += 1;
+            tally(&mut self.stats.spurious, 1);
             // min/max, not clamp: clamp has a panic path for min > max.
             self.reorder = self
                 .reorder
@@ -364,14 +365,14 @@ impl<const P: usize> Connection<P> {
         }
         // Congestion control.
         if ack.ecn_ce > 0 {
-            self.stats.ce_echoed += u64::from(ack.ecn_ce);
-            p.stats.ce_echoed += u64::from(ack.ecn_ce);
+            tally(&mut self.stats.ce_echoed, u64::from(ack.ecn_ce));
+            tally(&mut p.stats.ce_echoed, u64::from(ack.ecn_ce));
             // Coupled decrease: the connection gives up what the marked path
             // gave up, so a congested path sheds its load onto the others
             // while marks on every path still halve the whole.
             let before = p.cc.window();
             if p.cc.on_congestion(una, una.wrapping_add(p.seq.in_flight())) {
-                self.cc.reduce(before - p.cc.window());
+                self.cc.reduce(before.saturating_sub(p.cc.window()));
             }
             self.trace.push(TraceEvent::Ecn {
                 path: path as u16,
@@ -425,7 +426,8 @@ impl<const P: usize> Connection<P> {
             p.expiries = 0;
             p.strikes = 0;
             p.acked_at = now.max(1);
-            p.deadline = (p.outstanding > 0).then(|| now + p.timer_ns(&self.rtt, &self.cfg));
+            p.deadline =
+                (p.outstanding > 0).then(|| now.saturating_add(p.timer_ns(&self.rtt, &self.cfg)));
         }
         for m in finished.into_iter().take(n_finished) {
             self.release(m);
@@ -451,7 +453,7 @@ impl<const P: usize> Connection<P> {
         let path = usize::from(nak.common.path);
         let sport = self.rx.get(path).map_or(PORT_BASE, |r| r.sport);
         let len = wire::encode_nak(&nak, buf).ok()?;
-        self.stats.tx_naks += 1;
+        tally(&mut self.stats.tx_naks, 1);
         Some(Transmit {
             path: nak.common.path,
             sport,
@@ -496,7 +498,7 @@ impl<const P: usize> Connection<P> {
             stream_msn: self.rejected.map_or(self.progress.1, |r| r.1),
         };
         let len = wire::encode_ack(&ack, buf).ok()?;
-        self.stats.tx_acks += 1;
+        tally(&mut self.stats.tx_acks, 1);
         Some(Transmit {
             path: i as u16,
             sport: rx.sport,

@@ -8,6 +8,7 @@ use super::super::cc::Aimd;
 use super::super::path::WINDOW;
 use super::super::rtt::{Rtt, MAX_RTO_US};
 use super::super::seq::before;
+use super::super::stats::tally;
 use super::super::trace::TraceEvent;
 use super::{port_for, Config, Connection, SlotState, TxPath, FAIL_AFTER_EXPIRIES, SLOTS};
 
@@ -27,7 +28,8 @@ impl TxPath {
         // A new route fails with the odds of the old one: only repeated
         // failures (every route down) back off.
         let shift = self.strikes.saturating_sub(1).min(MAX_STRIKE_SHIFT);
-        (pto << shift).min(u64::from(MAX_RTO_US)) * 1_000 + u64::from(cfg.ack_delay_ns)
+        ((pto << shift).min(u64::from(MAX_RTO_US)) * 1_000)
+            .saturating_add(u64::from(cfg.ack_delay_ns))
     }
 }
 
@@ -105,13 +107,13 @@ impl<const P: usize> Connection<P> {
             && now.saturating_sub(self.progress_at) < timer
             && !before(order, self.delivered_order)
         {
-            self.stats.deferred_probes += 1;
+            tally(&mut self.stats.deferred_probes, 1);
             // Later than now: the progress was within the timer.
-            p.deadline = Some(self.progress_at + timer);
+            p.deadline = Some(self.progress_at.saturating_add(timer));
             return;
         }
-        self.stats.timeouts += 1;
-        p.stats.timeouts += 1;
+        tally(&mut self.stats.timeouts, 1);
+        tally(&mut p.stats.timeouts, 1);
         p.expiries = p.expiries.saturating_add(1);
         // The probe is the oldest packet itself, on this path, even if it
         // waits to move to another: when every path is suspect, none takes
@@ -122,7 +124,7 @@ impl<const P: usize> Connection<P> {
         p.resend.set(psn % WINDOW);
         p.slots[psn as usize % SLOTS].by_order = false;
         // The probe waits twice as long for its answer.
-        p.deadline = Some(now + 2 * timer);
+        p.deadline = Some(now.saturating_add(timer.saturating_mul(2)));
         if p.expiries >= FAIL_AFTER_EXPIRIES {
             self.fail_path(i, now);
         }
@@ -155,7 +157,7 @@ impl<const P: usize> Connection<P> {
             return;
         };
         p.epoch = p.epoch.wrapping_add(1);
-        p.stats.moves += 1;
+        tally(&mut p.stats.moves, 1);
         let from = p.sport;
         p.sport = borrowed.unwrap_or_else(|| port_for(seed, i as u16, p.epoch));
         self.trace.push(TraceEvent::PathMoved {
@@ -167,7 +169,7 @@ impl<const P: usize> Connection<P> {
         p.cc = Aimd::new(initial, WINDOW);
         p.expiries = 0;
         p.strikes = p.strikes.saturating_add(1);
-        p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+        p.deadline = Some(now.saturating_add(p.timer_ns(&self.rtt, &self.cfg)));
         let una = p.seq.una();
         for k in 0..p.seq.in_flight() {
             let psn = una.wrapping_add(k);
@@ -187,6 +189,6 @@ impl<const P: usize> Connection<P> {
                 p.slots[idx as usize].by_order = false;
             }
         }
-        self.stats.path_moves += 1;
+        tally(&mut self.stats.path_moves, 1);
     }
 }

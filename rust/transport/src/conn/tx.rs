@@ -8,9 +8,10 @@ use super::super::cc::pick_path;
 use super::super::framing::HEADER_OVERHEAD;
 use super::super::path::WINDOW;
 use super::super::seq::Bits256;
+use super::super::stats::tally;
 use super::super::trace::TraceEvent;
 use super::super::wire::{self, flags, Common, DataHeader, Origin, PacketType};
-use super::{us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOTS};
+use super::{position, us, Connection, MsgState, Segment, SlotState, Transmit, TxSlot, SLOTS};
 
 /// The smallest first flight, in packets. With the simulator's initial
 /// windows of 2 packets a flight of 2 stalled a start at 10% loss (the
@@ -45,7 +46,7 @@ impl<const P: usize> Connection<P> {
         if self.nak_len > 0 {
             return self.send_nak(buf);
         }
-        if let Some(i) = self.rx.iter().position(|r| r.due) {
+        if let Some(i) = position(&self.rx, |r| r.due) {
             return self.send_ack(i, buf);
         }
         for i in 0..self.n_paths() {
@@ -76,7 +77,7 @@ impl<const P: usize> Connection<P> {
         if self.nak_len > 0 {
             return self.send_nak(buf);
         }
-        let i = self.rx.iter().position(|r| r.due)?;
+        let i = position(&self.rx, |r| r.due)?;
         self.send_ack(i, buf)
     }
 
@@ -184,7 +185,7 @@ impl<const P: usize> Connection<P> {
             return None;
         };
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+            p.deadline = Some(now.saturating_add(p.timer_ns(&self.rtt, &self.cfg)));
         }
         let slot = &mut p.slots[psn as usize % SLOTS];
         if slot.state != SlotState::Live {
@@ -197,9 +198,9 @@ impl<const P: usize> Connection<P> {
         self.tx_count = self.tx_count.wrapping_add(1);
         p.next_order = p.next_order.wrapping_add(1);
         let slot = *slot;
-        self.stats.retransmits += 1;
-        p.stats.resent += 1;
-        p.stats.sent += 1;
+        tally(&mut self.stats.retransmits, 1);
+        tally(&mut p.stats.resent, 1);
+        tally(&mut p.stats.sent, 1);
         let sport = p.sport;
         self.trace.push(TraceEvent::Resend {
             path: i as u16,
@@ -279,12 +280,12 @@ impl<const P: usize> Connection<P> {
         slot.order = p.next_order;
         p.next_order = p.next_order.wrapping_add(1);
         p.slots[psn as usize % SLOTS] = slot;
-        p.outstanding += 1;
-        p.stats.sent += 1;
+        p.outstanding = p.outstanding.saturating_add(1);
+        tally(&mut p.stats.sent, 1);
         if p.deadline.is_none() {
-            p.deadline = Some(now + p.timer_ns(&self.rtt, &self.cfg));
+            p.deadline = Some(now.saturating_add(p.timer_ns(&self.rtt, &self.cfg)));
         }
-        self.outstanding += 1;
+        self.outstanding = self.outstanding.saturating_add(1);
         self.sent_total = self.sent_total.wrapping_add(1);
         Some(psn)
     }
@@ -315,9 +316,9 @@ impl<const P: usize> Connection<P> {
         p.outstanding = p.outstanding.saturating_sub(1);
         self.outstanding = self.outstanding.saturating_sub(1);
         let new_psn = self.place(target, moved, now)?;
-        self.stats.relocations += 1;
+        tally(&mut self.stats.relocations, 1);
         if let Some(p) = self.tx.get_mut(src) {
-            p.stats.relocated += 1;
+            tally(&mut p.stats.relocated, 1);
         }
         self.trace.push(TraceEvent::Relocate {
             from: src as u16,
@@ -372,7 +373,7 @@ impl<const P: usize> Connection<P> {
             self.advance_cursor();
         }
         let psn = self.place(path, slot, now)?;
-        self.stats.tx_data += 1;
+        tally(&mut self.stats.tx_data, 1);
         let mut held = false;
         if self.pace_kbps > 0 {
             let gap = pace_gap(len, self.pace_kbps);
@@ -380,7 +381,7 @@ impl<const P: usize> Connection<P> {
             // credited up to PACE_CREDIT packets, so that the average reaches
             // the share instead of losing every idle moment.
             let floor = now.saturating_sub(gap * PACE_CREDIT);
-            self.next_send = self.next_send.max(floor) + gap;
+            self.next_send = self.next_send.max(floor).saturating_add(gap);
             // The pacer holds the next packet longer than the receiver
             // holds an ACK back (both ends have the one configuration): the
             // receiver sees nothing more before its delayed ACK, so the ACK
