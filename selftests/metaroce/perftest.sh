@@ -87,7 +87,28 @@ stamp() {
 
 show_tail() {
 	local side=$1 file=$2 l
-	tail -n 8 "$file" | while IFS= read -r l; do ktap_info "  $side: $l"; done
+	tail -n 12 "$file" | while IFS= read -r l; do ktap_info "  $side: $l"; done
+}
+
+# show_counters SIDE NS DEV: the device's nonzero datagram counters (ud_*:
+# the MADs of RDMA-CM go through its QP1), for a failed point.
+show_counters() {
+	local c
+	c=$(rdma_in "$2" statistic show link "$3/1" 2>/dev/null |
+		awk '{ for (i = 1; i < NF; i++) if ($i ~ /^ud_/ && $(i + 1) != 0) printf "%s %s ", $i, $(i + 1) }')
+	ktap_info "  $1 counters: ${c:-none nonzero}"
+	# The kernel CM's message counters of the device (REQ, REP, RTU, ...
+	# sent, retried, received, duplicates), where sysfs shows them.
+	local d=/sys/class/infiniband_cm/$3/1 g f
+	[ -d "$d" ] || return 0
+	c=
+	for g in cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates; do
+		for f in "$d/$g"/*; do
+			[ -r "$f" ] && [ "$(cat "$f" 2>/dev/null)" != 0 ] &&
+				c+="$g/$(basename "$f") $(cat "$f") "
+		done
+	done
+	ktap_info "  $1 CM: ${c:-none nonzero}"
 }
 
 # The failed system calls on /dev/infiniband/uverbs* strace saw, each with the
@@ -210,6 +231,8 @@ perf_point() {
 		cut -d' ' -f2- "$logs/client" >"$logs/client.txt"
 		show_tail client "$logs/client.txt"
 		show_tail server "$logs/server"
+		show_counters client "$NS_B" "$RDMA_B"
+		show_counters server "$NS_A" "$RDMA_A"
 		show_strace client "$logs/client.strace"
 		show_strace server "$logs/server.strace"
 		ktap_fail "$name"
