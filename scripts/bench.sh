@@ -36,7 +36,7 @@ METAROCE_VM_INITRD="$out/initramfs.cpio" "$TOP/scripts/vm-run.sh" "$STOCK_VMLINU
 	"METAROCE_RDMA_PREFIX=$prefix" \
 	"BENCH_REPEAT=${BENCH_REPEAT:-3}" "BENCH_FILTER=${BENCH_FILTER:-}" "BENCH_BASE_KO=${BENCH_BASE_KO:-}" \
 	"BENCH_DURATION=${BENCH_DURATION:-4}" "BENCH_PERF=${BENCH_PERF:-0}" "BENCH_PLANE_RATE=${BENCH_PLANE_RATE:-40mbit}" \
-	"BENCH_PLANES=${BENCH_PLANES:-}" "BENCH_INCAST_SENDERS=${BENCH_INCAST_SENDERS:-}" "BENCH_INCAST_RATE_KBIT=${BENCH_INCAST_RATE_KBIT:-}" \
+	"BENCH_PLANES=${BENCH_PLANES:-}" "BENCH_QPS=${BENCH_QPS:-}" "BENCH_INCAST_SENDERS=${BENCH_INCAST_SENDERS:-}" "BENCH_INCAST_RATE_KBIT=${BENCH_INCAST_RATE_KBIT:-}" \
 	"$TOP/tools/bench/fabric-bench.sh" "$out/guest" >"$out/vm.log" 2>&1
 log "VM exited with $? after $(($(date +%s) - start)) s in all"
 [ -s "$out/guest/bench.csv" ] || {

@@ -34,6 +34,16 @@
 # BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
 # the failed-plane points: plane 1 down before the run, and plane 1 failing
 # BENCH_DURATION/2 after the client starts).
+# Points "write_bw N QPs" (BENCH_QPS: "16 1024") are lossless write_bw with
+# perftest's -q N (and -t 16384/N, at most 128: the send queue depth per QP,
+# so that perftest's CQ fits rxe's 32767 entries): N QPs on one device to
+# one peer, over one MetaRoCE
+# connection; against "write_bw loss 0%" (one QP) they show whether the
+# aggregate holds as QPs grow. Each run also records the kernel memory the
+# two programs' objects took, half-way through the run, per QP (both ends
+# are in this guest, so 2N QPs; /proc/meminfo's Slab, VmallocUsed,
+# KernelStack and PageTables against just before the server started; their
+# CQs, regions and contexts are counted in too) as "# qp-memory:" lines.
 # Points "write_bw POLL_CQ" and "write_lat POLL_CQ" are lossless write_bw
 # and write_lat on MetaRoCE alone with METAROCE_NO_RINGS=1 (every ibv_poll_cq
 # a system call): what the completion rings buy, in the same boot (a
@@ -60,6 +70,12 @@ echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_sys
 # irq softirq steal ...), in clock ticks.
 cpu_times() {
 	awk '$1 == "cpu" { $1 = ""; print; exit }' /proc/stat
+}
+
+# kernel_kib: the kernel's own memory now, in KiB: slab, vmalloc, kernel
+# stacks and page tables (what verbs objects are made of).
+kernel_kib() {
+	awk '$1 ~ /^(Slab|VmallocUsed|KernelStack|PageTables):$/ { n += $2 } END { print n + 0 }' /proc/meminfo
 }
 
 # backlog_drops: packets the guest's CPUs dropped for a full input backlog
@@ -110,6 +126,7 @@ devices_down() {
 before_run=
 mid_run=
 no_rings=
+qps=
 plane_back() {
 	plane_up 1
 	sleep 2
@@ -119,7 +136,7 @@ plane_fail() {
 }
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
-	local pre=()
+	local pre=() k0 qpid=
 	shift 5
 	[ "$type" = metaroce ] && [ "$no_rings" = 1 ] && pre=(env METAROCE_NO_RINGS=1)
 	[ -z "$before_run" ] || "$before_run"
@@ -127,7 +144,11 @@ run_once() {
 	ga=$(fabric_gid_index "$da" "$FABRIC_IP_A")
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
 	port=$((port + 1))
-	ip netns exec "$NS_A" timeout 30 "${pre[@]}" "$rdma_env" "$prog" -d "$da" -x "$ga" -F -p "$port" "$@" \
+	# (Creating and connecting many QPs takes its time under TCG.)
+	local tmo=30
+	[ -z "$qps" ] || tmo=$((30 + qps / 8))
+	k0=$(kernel_kib)
+	ip netns exec "$NS_A" timeout "$tmo" "${pre[@]}" "$rdma_env" "$prog" -d "$da" -x "$ga" -F -p "$port" "$@" \
 		>"$logs/server" 2>&1 &
 	spid=$!
 	wait_for 20 listening "$NS_A" "$port"
@@ -142,9 +163,28 @@ run_once() {
 		) &
 		mpid=$!
 	fi
-	ip netns exec "$NS_B" timeout 30 "${pre[@]}" "$rdma_env" "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
+	if [ -n "$qps" ]; then
+		# Half-way through the transfer, which starts once every QP is
+		# created and connected (the client prints its result header).
+		(
+			for ((w = 0; w < tmo * 2; w++)); do
+				grep -q '#bytes' "$logs/client" 2>/dev/null && break
+				sleep 0.5
+			done
+			sleep "$(awk -v d="$dur" 'BEGIN { print d / 2 }')"
+			echo "$(($(kernel_kib) - k0))" >"$logs/kmem"
+		) &
+		qpid=$!
+	fi
+	ip netns exec "$NS_B" timeout "$tmo" "${pre[@]}" "$rdma_env" stdbuf -oL "$prog" -d "$db" -x "$gb" -F -p "$port" "$@" \
 		"$FABRIC_IP_A" >"$logs/client" 2>&1
 	[ -z "$mpid" ] || wait "$mpid"
+	if [ -n "$qpid" ]; then
+		wait "$qpid"
+		awk -v k="$(cat "$logs/kmem" 2>/dev/null)" -v n="$qps" -v p="$point" -v t="$type" -v r="$rep" \
+			'BEGIN { if (k != "") printf "# qp-memory: %s %s #%s: %d KiB for %d QPs, %.1f KiB per QP\n", p, t, r, k, 2 * n, k / (2 * n) }'
+		rm -f "$logs/kmem"
+	fi
 	cpu=$(cpu_share "$c0" "$(cpu_times)")
 	t0=$((($(date +%s%N) - t0) / 1000000))
 	d0=$(($(backlog_drops) - d0))
@@ -260,6 +300,15 @@ no_rings=1
 point "write_bw POLL_CQ" bw ib_write_bw "${bw[@]}"
 point "write_lat POLL_CQ" lat ib_write_lat -s 2 -n 500
 no_rings=
+# Many QPs on one device to one peer (one connection), with their memory.
+# perftest's CQ holds tx_depth (-t, 128) completions per QP, and rxe's CQs
+# at most 32767: the depth per QP is 16384 / N, at most 128 (16 for 1024).
+for qps in ${BENCH_QPS:-16 1024}; do
+	depth=$((16384 / qps))
+	[ "$depth" -gt 128 ] && depth=128
+	point "write_bw $qps QPs" bw ib_write_bw "${bw[@]}" -q "$qps" -t "$depth"
+done
+qps=
 devices_down
 # A/B: this module against BENCH_BASE_KO, loaded in turn.
 # ab_wanted NAME: whether the A/B pair of NAME runs: BENCH_FILTER matches

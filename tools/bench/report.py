@@ -54,6 +54,9 @@ def reference(point):
         return "write_bw 4 planes", "of 4 planes"
     if "planes" in point:
         return "write_bw 1 planes", "of 1 plane"
+    if point.endswith(" QPs"):
+        # Many QPs against one (the lossless point: perftest's default -q 1).
+        return point.split()[0] + " loss 0%", "of 1 QP"
     if point == "write_bw reordering":
         # netem reorders by sending a quarter of the packets at once and
         # delaying the rest by 1 ms: its cost is against that delay alone.
