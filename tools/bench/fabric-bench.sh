@@ -31,6 +31,7 @@
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where
 # the CPU and not the link would limit; Documentation/performance.md),
+# BENCH_TYPES (the transports of each point, "metaroce rxe"),
 # BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
 # the failed-plane points: plane 1 down before the run, and plane 1 failing
 # BENCH_DURATION/2 after the client starts).
@@ -259,7 +260,7 @@ profile_end() {
 # interleaved so that a drift of the machine hits both alike (with
 # no_rings=1, MetaRoCE only: rxe's runs would be those of the point before).
 point() {
-	local name=$1 r t types="metaroce rxe"
+	local name=$1 r t types=${BENCH_TYPES:-metaroce rxe}
 	shift
 	if [ -n "${BENCH_FILTER:-}" ] && ! grep -qE -e "$BENCH_FILTER" <<<"$name"; then
 		return
