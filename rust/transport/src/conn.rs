@@ -527,6 +527,9 @@ pub struct Connection<const P: usize> {
     sent_total: u32,
     acked_total: u32,
     msgs: [MsgSlot; MAX_MESSAGES],
+    /// Slots of `msgs` that are not free: a full table refuses a post at
+    /// once, without a scan (a peer's pump offers it every waiting QP).
+    held: u16,
     next_gen: u32,
     /// The message being cut into packets.
     cursor: Option<u16>,
@@ -642,6 +645,7 @@ impl<const P: usize> Connection<P> {
         sent_total: 0,
         acked_total: 0,
         msgs: [EMPTY_MSG; MAX_MESSAGES],
+        held: 0,
         next_gen: 0,
         cursor: None,
         done: [0; MAX_MESSAGES],

@@ -443,6 +443,16 @@ fn posting_is_bounded_and_validated() {
 }
 
 #[test]
+fn more_messages_than_the_table_holds_flow_through_it() {
+    // 600 messages over 6 streams: the 256-slot table fills, refuses at
+    // once (its count of held slots), and takes more as completions free
+    // slots; a count that did not fall with them would stall the run.
+    let msgs = workload(600, 6, &[0, 100, 2000]);
+    let p = run_one_way(Channel::default(), 2, &msgs, 7);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+}
+
+#[test]
 fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     let (a, _) = config_pair(2, 1024);
     let mut c = Conn::new(a);

@@ -50,6 +50,9 @@ impl<const P: usize> Connection<P> {
         if !valid {
             return Err(PostError::Invalid);
         }
+        if usize::from(self.held) >= MAX_MESSAGES {
+            return Err(PostError::Full);
+        }
         let mut free = None;
         let mut in_stream = 0;
         for (i, m) in self.msgs.iter().enumerate() {
@@ -81,6 +84,7 @@ impl<const P: usize> Connection<P> {
             voids: 0,
         };
         self.next_gen = self.next_gen.wrapping_add(1);
+        self.held = self.held.saturating_add(1);
         if self.cursor.is_none() && self.msgs.get(i).is_some_and(|m| m.rnr_until == 0) {
             self.cursor = Some(i as u16);
         }
@@ -138,6 +142,7 @@ impl<const P: usize> Connection<P> {
             error: slot.error,
         };
         *slot = EMPTY_MSG;
+        self.held = self.held.saturating_sub(1);
         Some(c)
     }
 
