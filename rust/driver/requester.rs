@@ -17,7 +17,7 @@ use crate::abstractions::{
 };
 use crate::transport::{
     conn::Message,
-    stream::{StreamError, Target},
+    stream::{Pieces, StreamError, Target},
     wire::{Atomic, DataHeader, NakCode, Opcode, Remote},
 };
 use kernel::{alloc::KVec, prelude::*};
@@ -297,28 +297,25 @@ impl QpShared {
             Err(StreamError::Completed) => return Ok(false),
             Err(_) => return Err(NakCode::InvalidRequest),
         }
-        let pieces = target.map(|t| st.resp_stream.pieces(h.msn, t, h.offset, len));
+        let pieces = match target {
+            Some(t) => st.resp_stream.pieces(h.msn, t, h.offset, len),
+            None => Pieces::whole(len),
+        };
         let tables = self.dev.tables.lock();
-        match &pieces {
-            Some(pieces) => {
-                for (s, t) in pieces.iter() {
-                    let piece = bytes.get(s as usize..t as usize);
-                    // `s` is within the packet, which is within the message.
-                    piece
-                        .and_then(|b| {
-                            scatter(
-                                e.wr.sges(),
-                                self.pd,
-                                &tables.mrs,
-                                h.offset.saturating_add(s),
-                                b,
-                            )
-                        })
-                        .ok_or(NakCode::InvalidRequest)?;
-                }
-            }
-            None => scatter(e.wr.sges(), self.pd, &tables.mrs, h.offset, bytes)
-                .ok_or(NakCode::InvalidRequest)?,
+        for (s, t) in pieces.iter() {
+            // `s` is within the packet, which is within the message.
+            bytes
+                .get(s as usize..t as usize)
+                .and_then(|b| {
+                    scatter(
+                        e.wr.sges(),
+                        self.pd,
+                        &tables.mrs,
+                        h.offset.saturating_add(s),
+                        b,
+                    )
+                })
+                .ok_or(NakCode::InvalidRequest)?;
         }
         drop(tables);
         // Counted once placed: an answer whose bytes were refused cannot

@@ -99,13 +99,13 @@ show_counters() {
 	ktap_info "  $1 counters: ${c:-none nonzero}"
 	# The kernel CM's message counters of the device (REQ, REP, RTU, ...
 	# sent, retried, received, duplicates), where sysfs shows them.
-	local d=/sys/class/infiniband_cm/$3/1 g f
+	local d=/sys/class/infiniband_cm/$3/1 g f v
 	[ -d "$d" ] || return 0
 	c=
 	for g in cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates; do
 		for f in "$d/$g"/*; do
-			[ -r "$f" ] && [ "$(cat "$f" 2>/dev/null)" != 0 ] &&
-				c+="$g/$(basename "$f") $(cat "$f") "
+			v=$(cat "$f" 2>/dev/null) && [ -n "$v" ] && [ "$v" != 0 ] &&
+				c+="$g/$(basename "$f") $v "
 		done
 	done
 	ktap_info "  $1 CM: ${c:-none nonzero}"

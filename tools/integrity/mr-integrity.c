@@ -1221,6 +1221,15 @@ static int target_verify(uint32_t iter, enum op op, struct plan *pl,
  * after the step's own (a transport that places packets of different
  * messages in any order and lets a late one win) reads data ^ 0x5a there.
  */
+/* The bytes [*lo, *hi) of a step's len that -O's n-th extra Write or Read
+ * covers: all of them, the last three quarters, the first three quarters,
+ * in turn, so that they overlap each other in part. */
+static void overlap_range(uint32_t n, uint32_t len, uint32_t *lo, uint32_t *hi)
+{
+	*lo = n % 3 == 1 ? len / 4 : 0;
+	*hi = n % 3 == 2 ? len - len / 4 : len;
+}
+
 static int overwrite_first(uint32_t i, uint32_t iter, enum op op,
 			   const struct plan *p)
 {
@@ -1233,8 +1242,9 @@ static int overwrite_first(uint32_t i, uint32_t iter, enum op op,
 		at += p->l[s].len;
 	}
 	for (uint32_t n = 0; n < cfg.overwrites; n++) {
-		uint32_t lo = n % 3 == 1 ? p->len / 4 : 0;
-		uint32_t hi = n % 3 == 2 ? p->len - p->len / 4 : p->len;
+		uint32_t lo, hi;
+
+		overlap_range(n, p->len, &lo, &hi);
 		struct ibv_sge sg = { (uintptr_t)(q->vbuf + lo), hi - lo,
 				      q->vmr->lkey };
 		struct ibv_send_wr wr = {
@@ -1272,8 +1282,9 @@ static int overread_first(uint32_t i, uint32_t iter, const struct plan *p)
 	struct qpctx *q = &C.q[i];
 
 	for (uint32_t n = 0; n < cfg.overwrites; n++) {
-		uint32_t lo = n % 3 == 1 ? p->len / 4 : 0;
-		uint32_t hi = n % 3 == 2 ? p->len - p->len / 4 : p->len;
+		uint32_t lo, hi;
+
+		overlap_range(n, p->len, &lo, &hi);
 		struct ibv_sge sg = { (uintptr_t)(q->lbuf + p->l[0].boff + lo),
 				      hi - lo, q->lmr->lkey };
 		struct ibv_send_wr wr = {

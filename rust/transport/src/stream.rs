@@ -184,15 +184,11 @@ impl RecvStream {
     /// answers, with the lkey and first address of the Read's one local
     /// buffer as the target.
     pub fn pieces(&self, msn: u32, target: Target, offset: u32, len: u32) -> Pieces {
-        let mut p = Pieces {
-            n: 0,
-            at: [(0, 0); MAX_OUTSTANDING as usize],
-        };
         let Some(from) = target.addr.checked_add(u64::from(offset)) else {
             // (A region never ends there: the caller's check refuses it.)
-            p.push(0, len);
-            return p;
+            return Pieces::whole(len);
         };
+        let mut p = Pieces::EMPTY;
         let to = from.saturating_add(u64::from(len));
         for (start, end) in self.newer_writes(msn, target.key) {
             let (s, e) = (start.max(from), end.min(to));
@@ -254,6 +250,19 @@ pub struct Pieces {
 }
 
 impl Pieces {
+    const EMPTY: Self = Self {
+        n: 0,
+        at: [(0, 0); MAX_OUTSTANDING as usize],
+    };
+
+    /// All of a packet of `len` bytes, as one piece (a packet whose message
+    /// has no target to keep off: placed whole).
+    pub fn whole(len: u32) -> Self {
+        let mut p = Self::EMPTY;
+        p.push(0, len);
+        p
+    }
+
     /// Adds a free part. There are at most 64: one more than the newer
     /// Writes that split the packet, of which there are at most 63. Were
     /// there more, the last one would take in the rest (placed, as before
