@@ -8,9 +8,10 @@
 #      up, every path is listed, the paths' data packets add up to the
 #      peer's (first sends, resends, relocations) and the peer's to A's port
 #      counters (`rdma statistic`, one peer);
-#   3. 30% netem loss on one of B's paths only (a routing rule on its UDP
+#   3. 10% netem loss on one of B's paths only (a routing rule on its UDP
 #      source port sends it over a second, lossy link; the other paths keep
-#      the first): that path resent or moved more than any other (TODO,
+#      the first), with the programs waiting for completion events rather
+#      than polling: that path resent or moved more than any other (TODO,
 #      not a failure, when the lossless run of 2 already moved paths: a
 #      known fault, Documentation/performance.md), and the paths together
 #      at least half of what netem dropped (some losses are recovered by
@@ -137,10 +138,18 @@ ktap_info "netem loss on B's path $path (UDP source port $sport) only"
 			net.ipv4.conf.lossyA.rp_filter=0 &&
 		ip -n "$NS_B" route add "$FABRIC_IP_A/32" dev lossyB src "$FABRIC_IP_B" table 100 &&
 		ip -n "$NS_B" rule add ipproto udp sport "$sport" table 100 prio 100 &&
-		tc -n "$NS_B" qdisc add dev lossyB root netem loss 30%
+		tc -n "$NS_B" qdisc add dev lossyB root netem loss 10%
 } || ktap_info "the one-path loss could not be set up"
 [ "$tracing" = 1 ] && trace_on metaroce_resend
-integrity_point "integrity, 30% loss on one path" pass -n 4 -q 2 -s 256K -t 60
+# Why 10% and event mode: every path's probe timer fires once or twice per
+# run with nothing lost when ACKs come late (the known fault above), and a
+# path whose losses meet such a timeout leaves the lossy port for a new one.
+# At 30% with both programs busy-polling both vCPUs, the lossy path often
+# left after 2-3 losses, level with the others' noise (one CI failure; in 12
+# runs on Debian's kernel: another path's 20 against its 21, and 2 against
+# 2). At 10% and with completion events, 12 runs there: the lossy path 2-25
+# (9 of 12 at 10 or more), any other path at most 2.
+integrity_point "integrity, 10% loss on one path" pass -e -n 4 -q 2 -s 256K -t 60
 [ "$tracing" = 1 ] && trace_off "$dir/trace-resend"
 tc -n "$NS_B" -s qdisc show dev lossyB >"$dir/tc" 2>&1
 while IFS= read -r l; do ktap_info "tc: $l"; done <"$dir/tc"
