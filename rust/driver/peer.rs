@@ -282,9 +282,15 @@ impl Peer {
         // The QPs with work post in turn: one that could not post all it
         // has goes to the back of the ring, so that no QP keeps the
         // connection's message slots to itself. Only QPs with work are
-        // visited.
+        // visited, and none once every slot is held: the rest keep their
+        // place in the ring until a completion frees one (and `pump` runs
+        // another round), so a pump costs the same with 1,024 QPs waiting
+        // as with one.
         let rounds = self.ready.lock().len();
         for _ in 0..rounds {
+            if ps.conn.messages_full() {
+                break;
+            }
             let Some(qp) = self.ready.lock().pop() else {
                 break;
             };

@@ -453,6 +453,29 @@ fn more_messages_than_the_table_holds_flow_through_it() {
 }
 
 #[test]
+fn a_full_table_says_so_until_a_completion_frees_a_slot() {
+    // What a caller with many streams asks before offering each one a
+    // post (the driver's pump ends its round on it).
+    let (a, _) = config_pair(2, 1024);
+    let mut c = Conn::new(a);
+    let msgs = workload(257, 8, &[100]);
+    for m in &msgs[..255] {
+        c.post(*m).unwrap();
+        assert!(!c.messages_full());
+    }
+    c.post(msgs[255]).unwrap();
+    assert!(c.messages_full());
+    assert_eq!(c.post(msgs[256]), Err(PostError::Full));
+    // Nothing was sent: cancelled, stream 3's 32 messages complete at once.
+    assert_eq!(c.cancel_stream(3, NakCode::RemoteOperation), 32);
+    assert!(c.messages_full(), "held until polled");
+    assert!(c.poll_event().is_some());
+    assert!(!c.messages_full());
+    c.post(msgs[256]).unwrap();
+    assert!(c.messages_full());
+}
+
+#[test]
 fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     let (a, _) = config_pair(2, 1024);
     let mut c = Conn::new(a);

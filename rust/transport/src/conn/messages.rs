@@ -50,7 +50,7 @@ impl<const P: usize> Connection<P> {
         if !valid {
             return Err(PostError::Invalid);
         }
-        if usize::from(self.held) >= MAX_MESSAGES {
+        if self.messages_full() {
             return Err(PostError::Full);
         }
         let mut free = None;
@@ -89,6 +89,12 @@ impl<const P: usize> Connection<P> {
             self.cursor = Some(i as u16);
         }
         Ok(())
+    }
+
+    /// Whether every message slot is held: a post would be refused
+    /// ([`PostError::Full`]) until a completion is polled.
+    pub fn messages_full(&self) -> bool {
+        usize::from(self.held) >= MAX_MESSAGES
     }
 
     /// Cancels every message of `stream` that has not completed (its queue
