@@ -284,8 +284,10 @@ impl Peer {
         // connection's message slots to itself. Only QPs with work are
         // visited, and none once every slot is held: the rest keep their
         // place in the ring until a completion frees one (and `pump` runs
-        // another round), so a pump costs the same with 1,024 QPs waiting
-        // as with one.
+        // another round), so while the table is full a pump costs the same
+        // with 1,024 QPs waiting as with one. (Local operations need no
+        // slot: they run where the requests before them end, below and in
+        // `post_send`.)
         let rounds = self.ready.lock().len();
         for _ in 0..rounds {
             if ps.conn.messages_full() {
@@ -440,15 +442,21 @@ impl Peer {
                 e.delivered_at = now_ns();
                 e.passed_at = 0;
             }
-            // What is over completes now, in order; room it made lets the
-            // QP post more.
-            if qp.reap(&mut st, &mut ps.conn) {
-                drop(st);
-                self.wake(&qp);
-                more = true;
+            // What is over completes now, in order, and a local operation
+            // it lets go runs (it needs no message slot); room it made lets
+            // the QP post more.
+            let mut left = qp.reap(&mut st, &mut ps.conn);
+            while qp.run_local(&mut st) {
+                left = qp.reap(&mut st, &mut ps.conn);
             }
+            drop(st);
+            if left {
+                self.wake(&qp);
+            }
+            // The slot it freed may take a waiting QP's request.
+            more = true;
         }
-        more
+        more && self.ready.lock().len() > 0
     }
 
     /// Handles one datagram from the peer (softirq).

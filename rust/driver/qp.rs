@@ -587,10 +587,12 @@ impl Qp {
             }
             return Err(EINVAL);
         };
-        // The peer's lock only when the queue pair fails here: a request
-        // that is accepted is queued under the queue pair's lock alone, and
-        // the connection takes it on its worker or its next pump.
-        let mut ps = (!req.local_ok).then(|| peer.st.lock());
+        // The peer's lock only when the queue pair fails here, or for a
+        // local operation (below): a request that is accepted is queued
+        // under the queue pair's lock alone, and the connection takes it on
+        // its worker or its next pump.
+        let local = wr.op.is_local();
+        let mut ps = (!req.local_ok || local).then(|| peer.st.lock());
         let one_packet = {
             let mut st = n.st.lock();
             if st.state == QpState::Err {
@@ -614,7 +616,7 @@ impl Qp {
             if st.sq.len() >= n.caps.max_send_wr as usize {
                 return Err(ENOMEM);
             }
-            if let Some(ps) = ps.as_mut() {
+            if let Some(ps) = ps.as_mut().filter(|_| !req.local_ok) {
                 let wc = n.wc(
                     wr.wr_id,
                     WcStatus::LocProtErr,
@@ -628,11 +630,21 @@ impl Qp {
                 return Ok(());
             }
             let one = n.queue_send(&mut st, wr, req)?;
+            // A local operation with nothing before it runs now: it needs
+            // no message slot, so it must not wait for the QP's turn on the
+            // ring, which a full message table holds back (`pump_once`).
+            if let Some(ps) = ps.as_mut() {
+                while n.run_local(&mut st) {
+                    n.reap(&mut st, &mut ps.conn);
+                }
+            }
             // Still under the QP's lock, attached to `peer` (checked above):
             // a detach that follows takes it off the ring again.
             peer.wake(n);
             one
         };
+        // (`pump` below takes the peer's lock itself.)
+        drop(ps);
         // Sending moves to a worker thread: the caller (often a user polling
         // loop) gets its CPU back, and the transmissions and the softirqs they
         // cause run on another one. A lone small request is sent at once, so

@@ -8,7 +8,10 @@
 # and sends messages of 1 B .. 64 KiB from kernel buffers (two SGEs, with
 # immediate data, some inline), checking every completion and byte; a PD
 # asking for an unsafe global rkey (remote access to all kernel memory) must be
-# refused; then fast registration as NVMe-oF uses it (fast=1: alloc_mr,
+# refused; then (fast=1) a REG_MR that must complete while other QPs to the
+# same host hold every slot of the connection's message table with Sends
+# that wait for ever (a local operation needs no slot), and fast
+# registration as NVMe-oF uses it (alloc_mr,
 # map_mr_sg, REG_MR, a peer's Write into it, LOCAL_INV, REG_MR again, the
 # peer's Send with Invalidate, and a Write by the invalidated key refused).
 # It loads only if all of that passed. Skips when the test module is not

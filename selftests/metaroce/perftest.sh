@@ -3,9 +3,10 @@
 # perftest (Debian's perftest 4.5, unmodified) between two namespaces joined by
 # a veth pair, over one device type: PERF_TYPE=metaroce (default) or rxe.
 # One test point per run: ib_{write,send,read,atomic}_bw with one QP and with
-# eight (-q 8), ib_{write,send,read}_lat, ib_{write,send,read}_bw connected
-# through RDMA-CM (-R), ib_send_bw over UD (-c UD) and ib_{write,send}_bw
-# over UC (-c UC). Iteration counts are small, so that
+# eight (-q 8), ib_{write,send,read}_lat, ib_send_bw over UD (-c UD) and
+# ib_{write,send}_bw over UC (-c UC); with PERF_SET=cm (perftest_cm.sh) or
+# all, ib_{write,send,read}_bw connected through RDMA-CM (-R) instead of
+# perftest's TCP exchange. Iteration counts are small, so that
 # the script stays within about four minutes in the TCG debug kernel, where
 # 64 KiB writes move ~0.01-0.02 Gb/s over rxe and ~0.004 Gb/s over MetaRoCE
 # (metaroce: ~3 min, rxe: ~1 min). With so few iterations no QP has more than
@@ -34,9 +35,10 @@
 #   PERF_ARGS=ARGS    more perftest options for every bw run (e.g. "-t 64")
 #   PERF_SET          plain (default): every point but the RDMA-CM ones;
 #                     cm: only those (perftest_cm.sh, run alone: the kernel
-#                     CM's handshake is timed, and under the load of another
-#                     test lane a server past its 4.6 s retry lost the
-#                     connection about once in 20 runs); all: both
+#                     CM's handshake is timed, and beside another test lane
+#                     the connection failed about once in 20 runs: CM
+#                     UNREACHABLE at the client, and once EINVAL for the
+#                     server's QP); all: both
 #   PERF_STRACE=1     run both sides under strace -f -Z -k (failed system calls
 #                     only, with stack) and show the last failed uverbs calls:
 #                     which verbs call the device refused, with its errno

@@ -19,7 +19,10 @@
  * work request, written by the peer QP's RDMA Write across a page boundary,
  * invalidated with LOCAL_INV, registered again under a new key, invalidated
  * by the peer's Send with Invalidate (the receive says so), and a Write by
- * the invalidated key refused (REM_ACCESS_ERR).
+ * the invalidated key refused (REM_ACCESS_ERR). Before that, a REG_MR must
+ * complete while other QPs on the same connection hold every slot of its
+ * message table with Sends that wait for ever (a local operation needs no
+ * slot: full_table()).
  * The module loads only if all of it passed (insmod fails with EIO and
  * the kernel log says what went wrong otherwise), and unloads at once.
  */
@@ -398,6 +401,97 @@ out:
 	return ret;
 }
 
+/* Sender and receiver QPs of full_table(): 5 x 64 Sends, more than the
+ * connection's 256 message slots. */
+#define FILLERS 5
+#define FILLER_SENDS 64
+
+/*
+ * A local operation needs no message slot: REG_MR on QP B completes while
+ * other QPs to the same host (this device's own address, so the same
+ * connection) hold every slot of its message table with Sends that wait for
+ * ever (their receivers post no receive, and rnr_retry 7 never gives up).
+ */
+static int full_table(struct ctx *c, int gid_index)
+{
+	struct ib_qp_init_attr init = {
+		.qp_type = IB_QPT_RC,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.cap = { .max_send_wr = FILLER_SENDS, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ib_qp *qp[2 * FILLERS] = {};
+	struct ib_sge ss = { .addr = c->src_dma, .length = 8, .lkey = c->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .wr_id = 70, .opcode = IB_WR_SEND, .sg_list = &ss,
+				  .num_sge = 1 };
+	const struct ib_send_wr *bad;
+	struct ib_mr *mr = NULL;
+	struct scatterlist sg;
+	struct ib_cq *cq;
+	unsigned long t0;
+	int i, k, ret = 0;
+
+	cq = ib_alloc_cq(c->ibdev, NULL, 2 * FILLERS * FILLER_SENDS + 16, 0, IB_POLL_DIRECT);
+	if (IS_ERR(cq)) {
+		pr_err("metaroce_kclient: full: ib_alloc_cq: %ld\n", PTR_ERR(cq));
+		return PTR_ERR(cq);
+	}
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	for (i = 0; i < 2 * FILLERS && !ret; i++) {
+		qp[i] = ib_create_qp(c->pd, &init);
+		if (IS_ERR(qp[i])) {
+			ret = PTR_ERR(qp[i]);
+			qp[i] = NULL;
+		}
+	}
+	for (i = 0; i < FILLERS && !ret; i++) {
+		ret = connect_qp(qp[2 * i], qp[2 * i + 1]->qp_num, gid_index);
+		if (!ret)
+			ret = connect_qp(qp[2 * i + 1], qp[2 * i]->qp_num, gid_index);
+	}
+	for (i = 0; i < FILLERS && !ret; i++)
+		for (k = 0; k < FILLER_SENDS && !ret; k++)
+			ret = ib_post_send(qp[2 * i], &swr, &bad);
+	if (ret) {
+		pr_err("metaroce_kclient: full: setting up the filling QPs: %d\n", ret);
+		goto out;
+	}
+	/* The connection's worker takes them in meanwhile. */
+	msleep(500);
+	mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(mr)) {
+		ret = PTR_ERR(mr);
+		mr = NULL;
+		pr_err("metaroce_kclient: full: ib_alloc_mr: %d\n", ret);
+		goto out;
+	}
+	sg_init_one(&sg, c->dst, PAGE_SIZE);
+	sg_dma_address(&sg) = c->dst_dma;
+	sg_dma_len(&sg) = PAGE_SIZE;
+	if (ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE) != 1) {
+		pr_err("metaroce_kclient: full: ib_map_mr_sg failed\n");
+		ret = -EIO;
+		goto out;
+	}
+	t0 = jiffies;
+	/* (A REG_MR held back until a slot frees times out in reg_mr's poll.) */
+	ret = reg_mr(c, mr, ib_inc_rkey(mr->rkey));
+	if (ret)
+		pr_err("metaroce_kclient: full: REG_MR beside a full message table: %d\n", ret);
+	else
+		pr_info("metaroce_kclient: REG_MR completed in %u ms beside %d waiting Sends on %s\n",
+			jiffies_to_msecs(jiffies - t0), FILLERS * FILLER_SENDS, dev);
+out:
+	if (mr)
+		ib_dereg_mr(mr);
+	for (i = 2 * FILLERS - 1; i >= 0; i--)
+		if (qp[i])
+			ib_destroy_qp(qp[i]);
+	ib_free_cq(cq);
+	return ret;
+}
+
 /* A PD whose global rkey would open all kernel memory to peers: refused. */
 static int global_rkey_refused(struct ib_device *ibdev)
 {
@@ -476,6 +570,8 @@ static int run(struct ctx *c)
 		if (ret)
 			break;
 	}
+	if (!ret && fast)
+		ret = full_table(c, gid_index);
 	if (!ret && fast)
 		ret = fast_reg(c);
 	ib_dma_unmap_single(c->ibdev, c->src_dma, BUF_SIZE, DMA_TO_DEVICE);
