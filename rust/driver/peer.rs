@@ -286,8 +286,8 @@ impl Peer {
         // place in the ring until a completion frees one (and `pump` runs
         // another round), so while the table is full a pump costs the same
         // with 1,024 QPs waiting as with one. (Local operations need no
-        // slot: they run where the requests before them end, below and in
-        // `post_send`.)
+        // slot: they run wherever the requests before them end, and in
+        // `post_send`: `reap_and_run`.)
         let rounds = self.ready.lock().len();
         for _ in 0..rounds {
             if ps.conn.messages_full() {
@@ -443,12 +443,8 @@ impl Peer {
                 e.passed_at = 0;
             }
             // What is over completes now, in order, and a local operation
-            // it lets go runs (it needs no message slot); room it made lets
-            // the QP post more.
-            let mut left = qp.reap(&mut st, &mut ps.conn);
-            while qp.run_local(&mut st) {
-                left = qp.reap(&mut st, &mut ps.conn);
-            }
+            // it lets go runs; room it made lets the QP post more.
+            let left = qp.reap_and_run(&mut st, &mut ps.conn);
             drop(st);
             if left {
                 self.wake(&qp);
@@ -519,8 +515,9 @@ impl Peer {
                             }
                             e.posted_at
                         });
-                    // A Read answer that arrived whole completes its request.
-                    qp.reap(&mut st, &mut ps.conn);
+                    // A Read answer that arrived whole completes its request
+                    // (and a local operation behind it runs).
+                    qp.reap_and_run(&mut st, &mut ps.conn);
                     let left = st.has_postable();
                     drop(st);
                     if left {

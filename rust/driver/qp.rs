@@ -634,9 +634,7 @@ impl Qp {
             // no message slot, so it must not wait for the QP's turn on the
             // ring, which a full message table holds back (`pump_once`).
             if let Some(ps) = ps.as_mut() {
-                while n.run_local(&mut st) {
-                    n.reap(&mut st, &mut ps.conn);
-                }
+                n.reap_and_run(&mut st, &mut ps.conn);
             }
             // Still under the QP's lock, attached to `peer` (checked above):
             // a detach that follows takes it off the ring again.

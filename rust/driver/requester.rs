@@ -219,6 +219,19 @@ impl QpShared {
         reaped && st.sq.iter().any(|e| !e.posted)
     }
 
+    /// [`Self::reap`], then the local operations that lets go, each reaped
+    /// in turn: wherever a request ends, since a local operation needs no
+    /// message slot and must not wait for the QP's turn on the ring, which a
+    /// full message table holds back (`Peer::pump_once`). Returns `reap`'s
+    /// answer for the last one.
+    pub(super) fn reap_and_run(&self, st: &mut QpInner, conn: &mut Conn) -> bool {
+        let mut left = self.reap(st, conn);
+        while self.run_local(st) {
+            left = self.reap(st, conn);
+        }
+        left
+    }
+
     /// Carries out the first request not handed on yet if it is a local
     /// operation that may run now (`first_unposted_may_go`: every request
     /// before it is over). Returns whether it did; the request is then over

@@ -424,7 +424,14 @@ static int full_table(struct ctx *c, int gid_index)
 	struct ib_sge ss = { .addr = c->src_dma, .length = 8, .lkey = c->pd->local_dma_lkey };
 	struct ib_send_wr swr = { .wr_id = 70, .opcode = IB_WR_SEND, .sg_list = &ss,
 				  .num_sge = 1 };
+	struct ib_send_wr probe = { .wr_id = 71, .opcode = IB_WR_SEND, .sg_list = &ss,
+				    .num_sge = 1, .send_flags = IB_SEND_SIGNALED };
+	struct ib_sge rs = { .addr = c->dst_dma, .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .wr_id = 72, .sg_list = &rs, .num_sge = 1 };
+	const struct ib_recv_wr *bad_r;
 	const struct ib_send_wr *bad;
+	struct ib_wc wc[2];
+	bool probing = false;
 	struct ib_mr *mr = NULL;
 	struct scatterlist sg;
 	struct ib_cq *cq;
@@ -459,6 +466,22 @@ static int full_table(struct ctx *c, int gid_index)
 	}
 	/* The connection's worker takes them in meanwhile. */
 	msleep(500);
+	/* Proof that the table is full: A's Send to B (a receive waits for it)
+	 * does not complete, as it has no slot. */
+	ret = ib_post_recv(c->qb, &rwr, &bad_r);
+	if (!ret)
+		ret = ib_post_send(c->qa, &probe, &bad);
+	if (ret) {
+		pr_err("metaroce_kclient: full: posting the probe: %d\n", ret);
+		goto out;
+	}
+	probing = true;
+	msleep(100);
+	if (ib_poll_cq(c->cq, 2, wc) != 0) {
+		pr_err("metaroce_kclient: full: the message table was not full\n");
+		ret = -EIO;
+		goto out;
+	}
 	mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, 1);
 	if (IS_ERR(mr)) {
 		ret = PTR_ERR(mr);
@@ -489,6 +512,16 @@ out:
 		if (qp[i])
 			ib_destroy_qp(qp[i]);
 	ib_free_cq(cq);
+	/* With the slots free again, the probe goes through. */
+	if (probing) {
+		k = poll(c->cq, wc, 2);
+		if (!ret && (k || wc[0].status != IB_WC_SUCCESS ||
+			     wc[1].status != IB_WC_SUCCESS)) {
+			pr_err("metaroce_kclient: full: the probe Send after the table emptied: %d\n",
+			       k);
+			ret = k ? k : -EIO;
+		}
+	}
 	return ret;
 }
 
