@@ -591,8 +591,7 @@ impl Qp {
         // local operation (below): a request that is accepted is queued
         // under the queue pair's lock alone, and the connection takes it on
         // its worker or its next pump.
-        let local = wr.op.is_local();
-        let mut ps = (!req.local_ok || local).then(|| peer.st.lock());
+        let mut ps = (!req.local_ok || wr.op.is_local()).then(|| peer.st.lock());
         let one_packet = {
             let mut st = n.st.lock();
             if st.state == QpState::Err {

@@ -300,18 +300,16 @@ if [ "$set_" != cm ]; then
 	lat ib_write_lat 1 -s 2
 	lat ib_send_lat 1 -s 2
 	lat ib_read_lat 0 -s 2
+	# UD Sends (at most the MTU each), and UC Writes and Sends.
+	bw ib_send_bw -c UD -s 1024
+	bw ib_write_bw -c UC -s 65536
+	bw ib_send_bw -c UC -s 65536
 fi
 # Connected through RDMA-CM (-R) instead of perftest's TCP exchange.
 if [ "$set_" != plain ]; then
 	bw ib_write_bw -s 65536 -R
 	bw ib_send_bw -s 65536 -R
 	bw ib_read_bw -s 65536 -R
-fi
-# UD Sends (at most the MTU each), and UC Writes and Sends.
-if [ "$set_" != cm ]; then
-	bw ib_send_bw -c UD -s 1024
-	bw ib_write_bw -c UC -s 65536
-	bw ib_send_bw -c UC -s 65536
 fi
 
 ktap_finish
