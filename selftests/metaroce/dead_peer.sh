@@ -71,7 +71,8 @@ fi
 ip netns exec "$NS_A" ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p 18950 \
 	-s 4096 -n 100000000 >"$dir/a" 2>&1 &
 pids+=($!)
-sleep 1
+# The client connects once, so only when the server listens.
+wait_for 30 listening "$NS_A" 18950
 ip netns exec "$NS_B" ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p 18950 \
 	-s 4096 -n 100000000 "$FABRIC_IP_A" >"$dir/b" 2>&1 &
 pids+=($!)

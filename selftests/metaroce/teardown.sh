@@ -32,7 +32,8 @@ traffic() {
 	ip netns exec "$NS_A" ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p "$port" \
 		-s 65536 -n 1000000 >/dev/null 2>&1 &
 	pids+=($!)
-	sleep 1
+	# The client connects once, so only when the server listens.
+	wait_for 30 listening "$NS_A" "$port"
 	ip netns exec "$NS_B" ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p "$port" \
 		-s 65536 -n 1000000 "$FABRIC_IP_A" >/dev/null 2>&1 &
 	pids+=($!)
@@ -98,7 +99,7 @@ gid_b=$(fabric_gid_index "$RDMA_B" "$FABRIC_IP_B")
 ip netns exec "$NS_A" timeout 120 ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a" -p "$port" \
 	-s 4096 -n 50 >/dev/null 2>&1 &
 spid=$!
-sleep 1
+wait_for 30 listening "$NS_A" "$port"
 check "ibv_rc_pingpong passes with paths=1" eval 'ip netns exec "$NS_B" timeout 120 \
 	ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" -p "$port" -s 4096 -n 50 "$FABRIC_IP_A" >/dev/null 2>&1'
 wait "$spid"
