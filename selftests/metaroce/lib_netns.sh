@@ -451,10 +451,12 @@ pingpong_pair() {
 
 CM_PORT=18900
 # cm_listening PORT: an RDMA-CM ID of $RDMA_A listens on PORT (an RDMA-CM
-# port has no socket ss sees; the RDMA core lists its IDs).
+# port has no socket ss sees; the RDMA core lists its IDs). An ID bound to
+# an address shows as "link DEV/1"; a wildcard listener (perftest's -R
+# server) as one "link DEV/-" ID per device.
 cm_listening() {
 	rdma resource show cm_id 2>/dev/null |
-		grep -E "^link $RDMA_A/1 .*state LISTEN .*src-addr [^ ]*:$1( |$)" >/dev/null
+		grep -E "^link $RDMA_A/[-0-9]+ .*state LISTEN .*src-addr [^ ]*:$1( |$)" >/dev/null
 }
 
 # cm_pair NAME SERVER CLIENT: the command SERVER (words) in $NS_A, then,

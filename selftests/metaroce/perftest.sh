@@ -190,8 +190,9 @@ perf_point() {
 	case " $* " in
 	*" -R "*)
 		# Over RDMA-CM the server listens on an RDMA-CM port, which ss
-		# does not see: it gets time to set up instead.
-		sleep 3
+		# does not see: its listening CM ID is waited for instead.
+		wait_for "$tmo" cm_listening "$port" ||
+			ktap_info "$name: the server did not listen on RDMA-CM port $port"
 		;;
 	*)
 		wait_for "$tmo" server_settled "$NS_A" "$port" "$spid" ||
