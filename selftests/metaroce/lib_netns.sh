@@ -453,7 +453,9 @@ CM_PORT=18900
 # cm_listening PORT: an RDMA-CM ID of $RDMA_A listens on PORT (an RDMA-CM
 # port has no socket ss sees; the RDMA core lists its IDs). An ID bound to
 # an address shows as "link DEV/1"; a wildcard listener (perftest's -R
-# server) as one "link DEV/-" ID per device.
+# server) as one "link DEV/-" ID per device, in every namespace, so another
+# lane's on the same port would match too: the tests using this run alone
+# (run_alone).
 cm_listening() {
 	rdma resource show cm_id 2>/dev/null |
 		grep -E "^link $RDMA_A/[-0-9]+ .*state LISTEN .*src-addr [^ ]*:$1( |$)" >/dev/null

@@ -91,6 +91,11 @@ server_settled() {
 	listening "$1" "$2" || ! kill -0 "$3" 2>/dev/null
 }
 
+# cm_settled PORT SERVER_PID: the same for an RDMA-CM server (-R)
+cm_settled() {
+	cm_listening "$1" || ! kill -0 "$2" 2>/dev/null
+}
+
 # Each line of stdin, prefixed with the time it arrived.
 stamp() {
 	local l
@@ -170,7 +175,7 @@ rc_text() {
 # KIND: bw (size x iterations / window), lat (window / iterations, and half of
 # it for the ping-pong tests write_lat and send_lat, which report one way).
 perf_point() {
-	local name=$1 kind=$2 prog=$3 spid crc src line hdr res ok=0
+	local name=$1 kind=$2 prog=$3 spid crc src line hdr res ok=0 why=
 	shift 3
 	if [ -n "${PERF_FILTER:-}" ] && ! grep -qE -e "$PERF_FILTER" <<<"$name"; then
 		ktap_skip "$name" "not in PERF_FILTER"
@@ -190,9 +195,10 @@ perf_point() {
 	case " $* " in
 	*" -R "*)
 		# Over RDMA-CM the server listens on an RDMA-CM port, which ss
-		# does not see: its listening CM ID is waited for instead.
-		wait_for "$tmo" cm_listening "$port" ||
-			ktap_info "$name: the server did not listen on RDMA-CM port $port"
+		# does not see: its listening CM ID is waited for instead, for
+		# less than the server's own timeout, so that the reason shows.
+		wait_for $((tmo / 2)) cm_settled "$port" "$spid"
+		cm_listening "$port" || why=" (the server did not listen on RDMA-CM port $port)"
 		;;
 	*)
 		wait_for "$tmo" server_settled "$NS_A" "$port" "$spid" ||
@@ -250,7 +256,7 @@ perf_point() {
 		show_counters server "$NS_A" "$RDMA_A"
 		show_strace client "$logs/client.strace"
 		show_strace server "$logs/server.strace"
-		ktap_fail "$name"
+		ktap_fail "$name$why"
 	fi
 }
 

@@ -13,7 +13,7 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/scripts/rdma-env.sh"
 [ -n "${METAROCE_RDMA_PREFIX:-}" ] || skip_all "the rdma-core build is missing (make provider)"
-require_tools ip rdma ibv_rc_pingpong rmmod insmod
+require_tools ip rdma ss ibv_rc_pingpong rmmod insmod
 [ -n "$METAROCE_KO" ] && [ -f "$METAROCE_KO" ] ||
 	skip_all "set METAROCE_KO to the module's path to run this test"
 rdma_type_load metaroce || skip_all "metaroce.ko is not loaded"
