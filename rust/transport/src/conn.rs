@@ -68,8 +68,14 @@ pub const MIN_PACE_KBPS: u32 = 64;
 /// Messages a connection holds at once (posted and not yet completed).
 pub const MAX_MESSAGES: usize = 256;
 /// Timer expiries without progress after which a path is failed: the first
-/// sends a probe (the oldest packet again), the second moves the path.
+/// sends a probe (the oldest packet again), the second moves the path if the
+/// peer is known to answer (a packet sent since the probe, on another path,
+/// was acknowledged: this route, not the peer, is silent).
 pub const FAIL_AFTER_EXPIRIES: u8 = 2;
+/// Timer expiries after which a path is failed without that evidence (one
+/// path alone, every route down, or a peer whose ACKs come late in bursts:
+/// moving then only resends what was waiting).
+pub const FAIL_BLIND_AFTER_EXPIRIES: u8 = 4;
 /// The receiver acknowledges at least every this many packets of a path,
 /// unless [`Config::ack_every`] says otherwise.
 pub const ACK_EVERY: u16 = 2;
@@ -351,6 +357,10 @@ struct TxPath {
     deadline: Option<u64>,
     /// Timer expiries since the last progress (the first is a probe).
     expiries: u8,
+    /// The connection's transmission order when the path last probed: an
+    /// acknowledgement of a packet sent at or after it is the evidence that
+    /// moves the path at [`FAIL_AFTER_EXPIRIES`].
+    probe_order: u32,
     /// Route changes since the last progress: each doubles the timer, so a
     /// connection whose every route is down does not spin.
     strikes: u8,
@@ -464,6 +474,7 @@ const TX_PATH_EMPTY: TxPath = TxPath {
     delivered: 0,
     deadline: None,
     expiries: 0,
+    probe_order: 0,
     strikes: 0,
     acked_at: 0,
     order_acked_at: 0,

@@ -1754,3 +1754,153 @@ fn streams_whose_receivers_never_post_leave_the_others_room() {
     assert_eq!(done, (0..2000).collect::<Vec<u32>>());
     assert!(p.hosts[0].completions.iter().all(|c| c.stream == 0));
 }
+
+/// Writes from host 0 while host 1's ACKs due in the last 100 us of every
+/// 400 us arrive together at the end: later than a probe timer, but nothing
+/// is lost.
+fn writes_with_acks_in_bursts(blackhole: Option<u16>, seed: u64) -> Pair {
+    let chan = Channel {
+        ack_stall: Some((400_000, 100_000)),
+        blackhole,
+        ..Channel::default()
+    };
+    let msgs = workload(400, 4, &[4096, 16384, 65536]);
+    let p = run_one_way(chan, 4, &msgs, seed);
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+    p
+}
+
+/// `n` Read-like exchanges over one stream, 16 outstanding: host 0 sends a
+/// 16-byte request, host 1 answers each with `answer` bytes, and host 0
+/// sends the next request when an answer arrives. Returns the pair and how
+/// long it took (ns).
+fn requests_and_answers(chan: Channel, n: u32, answer: u32, seed: u64) -> (Pair, u64) {
+    let mut p = Pair::new(4, 4096, chan, seed);
+    let first: Vec<Message> = (0..16)
+        .map(|msn| Message {
+            msn,
+            len: 16,
+            ..first_send(0, 16)
+        })
+        .map(|m| Message {
+            opcode: Opcode::Write,
+            remote: Some(wire::Remote {
+                rkey: 5,
+                addr: 0x1000,
+            }),
+            rsn: 0,
+            ..m
+        })
+        .collect();
+    p.hosts[0].todo.extend(first);
+    p.hosts[0].on_delivery = Some(Answer {
+        len: 16,
+        left: n - 16,
+        next_msn: [(0, 16)].into_iter().collect(),
+    });
+    p.hosts[1].on_delivery = Some(Answer {
+        len: answer,
+        left: n,
+        next_msn: Default::default(),
+    });
+    assert!(p.run(600 * SECOND), "did not finish");
+    let took = p.now;
+    for h in &p.hosts {
+        assert_eq!(h.errors, Vec::<String>::new());
+    }
+    assert_eq!(p.hosts[1].delivered.get(&0).map(Vec::len), Some(n as usize));
+    assert_eq!(p.hosts[0].delivered.get(&0).map(Vec::len), Some(n as usize));
+    (p, took)
+}
+
+/// Runs `p` in 10 us steps until path `path` of host 0 first moves (or
+/// `until` passes); returns that path's timer expiries up to the move.
+fn expiries_at_first_move(p: &mut Pair, path: u16, until: u64) -> Option<u64> {
+    let mut step = p.now;
+    while step < until {
+        // (`run` leaves the clock at its last event, not at `step`.)
+        step += 10_000;
+        let idle = p.run(step);
+        let info = p.hosts[0].conn.path_info(path)?;
+        if info.tx.moves > 0 {
+            return Some(info.tx.timeouts);
+        }
+        if idle {
+            return None;
+        }
+    }
+    None
+}
+
+#[test]
+fn acks_in_bursts_later_than_the_timer_move_no_path() {
+    // The probe timers fire (the ACKs are late), but the peer answers no
+    // other path sooner: no path moves, and nothing is relocated. (Before
+    // the evidence rule: 1 move and 12 relocations here.)
+    let p = writes_with_acks_in_bursts(None, 7);
+    let s = p.hosts[0].conn.stats();
+    assert!(s.timeouts > 0, "the stall outlasts the timer: {s:?}");
+    assert_eq!((s.path_moves, s.relocations), (0, 0), "{s:?}");
+}
+
+#[test]
+fn answers_with_acks_in_bursts_move_no_path() {
+    // Read-like: few small requests one way, 64 KiB answers the other.
+    // (Before the evidence rule: 1 and 3 moves.)
+    let chan = Channel {
+        ack_stall: Some((400_000, 100_000)),
+        ..Channel::default()
+    };
+    let (p, _) = requests_and_answers(chan, 400, 65536, 5);
+    for h in &p.hosts {
+        let s = h.conn.stats();
+        assert!(s.timeouts > 0, "the stall outlasts the timer: {s:?}");
+        assert_eq!((s.path_moves, s.relocations), (0, 0), "{s:?}");
+    }
+}
+
+#[test]
+fn a_dead_path_moves_at_its_second_expiry_while_the_others_deliver() {
+    // Path 0's route dies mid-run while the other paths keep delivering
+    // new packets (and ACK in bursts): that is the evidence, so the path
+    // moves at its second expiry, not at the blind fourth.
+    let (a, _) = config_pair(4, 1024);
+    let port0 = Conn::new(a).path_info(0).unwrap().sport;
+    for stall in [None, Some((400_000, 100_000))] {
+        let chan = Channel {
+            ack_stall: stall,
+            ..Channel::default()
+        };
+        let all = workload(440, 4, &[4096, 16384, 65536]);
+        let (warm, rest) = all.split_at(40);
+        let mut p = run_one_way(chan, 4, warm, 1);
+        assert_eq!(p.hosts[0].conn.stats().path_moves, 0);
+        p.chan.blackhole = Some(port0 % 8);
+        p.hosts[0].todo.extend(rest.iter().copied());
+        let until = p.now + 60 * SECOND;
+        // The second expiry, or the third if the evidence came only after
+        // the second.
+        let at = expiries_at_first_move(&mut p, 0, until);
+        assert!(matches!(at, Some(2 | 3)), "{stall:?}: {at:?}");
+        assert!(p.run(until));
+        assert_eq!(check_delivery(&p, 0, 1, &all), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn a_dead_path_with_nothing_else_to_send_moves_at_its_fourth_expiry() {
+    // No other path sends after the probe (every message waits for path
+    // 0's packets): no evidence, and the path moves blind.
+    let (a, _) = config_pair(4, 1024);
+    let port0 = Conn::new(a).path_info(0).unwrap().sport;
+    let chan = Channel {
+        blackhole: Some(port0 % 8),
+        ..Channel::default()
+    };
+    let msgs = workload(400, 4, &[4096, 16384, 65536]);
+    let mut p = Pair::new(4, 1024, chan, 2);
+    p.hosts[0].todo.extend(msgs.iter().copied());
+    assert_eq!(expiries_at_first_move(&mut p, 0, 60 * SECOND), Some(4));
+    assert!(p.run(60 * SECOND));
+    assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
+}

@@ -10,7 +10,10 @@ use super::super::rtt::{Rtt, MAX_RTO_US};
 use super::super::seq::before;
 use super::super::stats::tally;
 use super::super::trace::TraceEvent;
-use super::{port_for, Config, Connection, SlotState, TxPath, FAIL_AFTER_EXPIRIES, SLOTS};
+use super::{
+    port_for, Config, Connection, SlotState, TxPath, FAIL_AFTER_EXPIRIES,
+    FAIL_BLIND_AFTER_EXPIRIES, SLOTS,
+};
 
 const MAX_STRIKE_SHIFT: u8 = 6;
 
@@ -115,6 +118,14 @@ impl<const P: usize> Connection<P> {
         tally(&mut self.stats.timeouts, 1);
         tally(&mut p.stats.timeouts, 1);
         p.expiries = p.expiries.saturating_add(1);
+        // Evidence that the peer answers while this route does not: a packet
+        // sent at or after this path's last probe was acknowledged (on
+        // another path: one on this path would have reset the timer). A
+        // receiver busy enough to hold its ACKs back past the timer answers
+        // no other path sooner, so its late ACKs move no path; a dead route
+        // beside live ones moves at the second expiry, as before.
+        let evidence = before(p.probe_order, self.delivered_order);
+        p.probe_order = self.tx_count;
         // The probe is the oldest packet itself, on this path, even if it
         // waits to move to another: when every path is suspect, none takes
         // relocations, and a probe that sent nothing would only fail the
@@ -125,7 +136,9 @@ impl<const P: usize> Connection<P> {
         p.slots[psn as usize % SLOTS].by_order = false;
         // The probe waits twice as long for its answer.
         p.deadline = Some(now.saturating_add(timer.saturating_mul(2)));
-        if p.expiries >= FAIL_AFTER_EXPIRIES {
+        if p.expiries >= FAIL_BLIND_AFTER_EXPIRIES
+            || (p.expiries >= FAIL_AFTER_EXPIRIES && evidence)
+        {
             self.fail_path(i, now);
         }
     }

@@ -81,6 +81,10 @@ pub struct Channel {
     pub ce: u32,
     /// Lose every NAK packet.
     pub drop_naks: bool,
+    /// `(period, window)` in ns: ACKs due in the last `window` of every
+    /// `period` arrive together at the period's end (a receiver that is
+    /// busy elsewhere and then acknowledges a burst at once).
+    pub ack_stall: Option<(u64, u64)>,
 }
 
 impl Default for Channel {
@@ -95,6 +99,7 @@ impl Default for Channel {
             blackhole: None,
             ce: 0,
             drop_naks: false,
+            ack_stall: None,
         }
     }
 }
@@ -147,6 +152,42 @@ pub struct Host {
     pub rnr_retry: u8,
     /// Void packets (of cancelled messages) received.
     pub voids: u64,
+    /// Answers every message delivered with a new one on the same stream
+    /// (a request and its answer, as a Read's).
+    pub on_delivery: Option<Answer>,
+}
+
+/// What a host posts for each message it receives: a Write of `len` bytes
+/// on the same stream, `left` times more.
+#[derive(Clone, Debug, Default)]
+pub struct Answer {
+    pub len: u32,
+    pub left: u32,
+    /// The next MSN of each stream's answers.
+    pub next_msn: HashMap<u32, u32>,
+}
+
+impl Answer {
+    fn message(&mut self, stream: u32) -> Option<Message> {
+        self.left = self.left.checked_sub(1)?;
+        let msn = self.next_msn.entry(stream).or_default();
+        let m = Message {
+            opcode: Opcode::Write,
+            stream,
+            msn: *msn,
+            len: self.len,
+            remote: Some(Remote {
+                rkey: 5,
+                addr: 0x1000,
+            }),
+            rsn: 0,
+            imm: None,
+            atomic: None,
+            solicited: false,
+        };
+        *msn += 1;
+        Some(m)
+    }
 }
 
 impl Host {
@@ -166,6 +207,7 @@ impl Host {
             rnr_refusals: 0,
             rnr_retry: 0,
             voids: 0,
+            on_delivery: None,
         }
     }
 
@@ -252,6 +294,9 @@ impl Host {
                         *n += 1;
                     }
                     self.delivered.entry(h.stream).or_default().push(msn);
+                    if let Some(m) = self.on_delivery.as_mut().and_then(|a| a.message(h.stream)) {
+                        self.todo.push_back(m);
+                    }
                     self.conn.set_progress(h.stream, msn.wrapping_add(1));
                 }
             }
@@ -337,6 +382,10 @@ impl Pair {
             self.dropped += 1;
             return;
         }
+        let is_ack = matches!(
+            metaroce_transport::wire::decode(&bytes),
+            Ok(metaroce_transport::wire::Packet::Ack(_))
+        );
         let copies = if self.rng.chance(c.dup) { 2 } else { 1 };
         let ce = is_data && self.rng.chance(c.ce);
         for _ in 0..copies {
@@ -344,6 +393,12 @@ impl Pair {
             let jittery = c.jitter > 0 && (is_data || !c.jitter_data_only);
             let jitter = if jittery { self.rng.below(c.jitter) } else { 0 };
             let mut at = self.now + c.delay + skew + jitter;
+            if let Some((period, window)) = c.ack_stall.filter(|_| !is_data && is_ack) {
+                let end = (at / period + 1) * period;
+                if end - at <= window {
+                    at = end;
+                }
+            }
             if !jittery {
                 // One route delivers in order.
                 let last = self.last_arrival.entry((from, sport)).or_insert(0);
