@@ -277,15 +277,24 @@ all_paced() {
 # (Mbit/s per sender), DROPS, QMAX (bytes), SENT (Mbit/s through the
 # bottleneck) over a window of about INCAST_SECONDS (measured: starting
 # programs is slow under emulation), and RUNNING (clients still running at
-# its end: none may have failed).
+# its end: none may have failed). Returns 1 at once (SETUP_FAILED says why,
+# the counts and the clients' last lines go to the log) when MetaRoCE's
+# senders do not all send within 120 s.
 measure() {
 	local type=$1 a b q0 q1 t0 t1 tq0 tq1 i payload=1
 	if ! wait_for 120 all_sending "$type"; then
 		# MetaRoCE's points would all fail after a wasted window: say
 		# why at once. rxe's run is recorded, not judged: it goes on.
 		SETUP_FAILED="not every sender sent within 120 s of starting"
-		[ "$type" = metaroce ] && return 1
 		echo "$SETUP_FAILED" >&2
+		if [ "$type" = metaroce ]; then
+			ktap_info "incast: $type: packets received per sender: $(sample "$type")"
+			sender_details | sed 's/^/# /'
+			for ((i = 0; i < senders; i++)); do
+				ktap_info "incast: client $i: $(grep -v -- '^-*$' "$logs/client$i" 2>/dev/null | tail -n 1 | tr -d '\r#')"
+			done
+			return 1
+		fi
 	fi
 	if [ "$type" = metaroce ]; then
 		wait_for 60 all_paced || echo "not every sender paces at its share" >&2
@@ -362,6 +371,7 @@ measure() {
 
 run_type() {
 	local type=$1 i
+	SETUP_FAILED=
 	if ! incast_up "$type" 2>"$logs/up.err"; then
 		info_file "$logs/up.err"
 		return 1

@@ -76,6 +76,7 @@ pub const FAIL_AFTER_EXPIRIES: u8 = 2;
 /// path alone, every route down, or a peer whose ACKs come late in bursts:
 /// moving then only resends what was waiting).
 pub const FAIL_BLIND_AFTER_EXPIRIES: u8 = 4;
+const _: () = assert!(FAIL_BLIND_AFTER_EXPIRIES > FAIL_AFTER_EXPIRIES);
 /// The receiver acknowledges at least every this many packets of a path,
 /// unless [`Config::ack_every`] says otherwise.
 pub const ACK_EVERY: u16 = 2;
@@ -359,7 +360,7 @@ struct TxPath {
     expiries: u8,
     /// The connection's transmission order when the path last probed: an
     /// acknowledgement of a packet sent at or after it is the evidence that
-    /// moves the path at [`FAIL_AFTER_EXPIRIES`].
+    /// moves the path at [`FAIL_AFTER_EXPIRIES`] or a later expiry.
     probe_order: u32,
     /// Route changes since the last progress: each doubles the timer, so a
     /// connection whose every route is down does not spin.

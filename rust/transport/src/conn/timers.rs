@@ -123,7 +123,9 @@ impl<const P: usize> Connection<P> {
         // another path: one on this path would have reset the timer). A
         // receiver busy enough to hold its ACKs back past the timer answers
         // no other path sooner, so its late ACKs move no path; a dead route
-        // beside live ones moves at the second expiry, as before.
+        // beside live ones moves at the second expiry (the third if the
+        // evidence came only after it). (`probe_order` is taken here, before
+        // the probe goes out: a packet sent in between counts as after it.)
         let evidence = before(p.probe_order, self.delivered_order);
         p.probe_order = self.tx_count;
         // The probe is the oldest packet itself, on this path, even if it

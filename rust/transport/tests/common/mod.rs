@@ -382,10 +382,13 @@ impl Pair {
             self.dropped += 1;
             return;
         }
-        let is_ack = matches!(
-            metaroce_transport::wire::decode(&bytes),
-            Ok(metaroce_transport::wire::Packet::Ack(_))
-        );
+        let stalled = c.ack_stall.filter(|_| {
+            !is_data
+                && matches!(
+                    metaroce_transport::wire::decode(&bytes),
+                    Ok(metaroce_transport::wire::Packet::Ack(_))
+                )
+        });
         let copies = if self.rng.chance(c.dup) { 2 } else { 1 };
         let ce = is_data && self.rng.chance(c.ce);
         for _ in 0..copies {
@@ -393,7 +396,8 @@ impl Pair {
             let jittery = c.jitter > 0 && (is_data || !c.jitter_data_only);
             let jitter = if jittery { self.rng.below(c.jitter) } else { 0 };
             let mut at = self.now + c.delay + skew + jitter;
-            if let Some((period, window)) = c.ack_stall.filter(|_| !is_data && is_ack) {
+            if let Some((period, window)) = stalled {
+                assert!(period > 0, "ack_stall's period is 0");
                 let end = (at / period + 1) * period;
                 if end - at <= window {
                     at = end;
