@@ -61,7 +61,9 @@ export METAROCE_RDMA_PREFIX=${prefix:-}
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
 log "booting the test kernel (TCG: this takes a few minutes)"
 # The guest's selftests take about 40 minutes under emulation, and up to
-# an hour on a slow day (2026-12-02: device creation at 35-40 s each).
+# an hour on a slow day (2026-12-02: device creation at 35-40 s each); on
+# 2026-12-07 a machine took over 70 minutes (ud.sh 203 s, srq.sh 211 s,
+# against 62 s and 93 s on 2026-12-03), so the guest has 80.
 # The emulated CPUs are the limit (two lanes of tests, METAROCE_LANES, gain
 # only about 10%), so this boot runs MetaRoCE only: rdma_rxe under KASAN tests
 # no code of ours, and `make check-stock` runs the same tests on MetaRoCE and
@@ -70,7 +72,7 @@ log "booting the test kernel (TCG: this takes a few minutes)"
 types=${METAROCE_TYPES:-metaroce}
 [[ " $types " == *" metaroce "* ]] ||
 	die "METAROCE_TYPES=$types: make check tests metaroce (add rxe to compare)"
-METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-4200} \
+METAROCE_VM_TIMEOUT=${METAROCE_VM_TIMEOUT:-4800} \
 "$TOP/scripts/vm-run.sh" "$kdir" "$out/guest" \
 	"METAROCE_RDMA_PREFIX=$METAROCE_RDMA_PREFIX" \
 	"METAROCE_TYPES=$types" "METAROCE_LANES=${METAROCE_LANES:-2}" \
