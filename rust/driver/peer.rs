@@ -77,7 +77,8 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     cfg.reorder_window = 8;
     // Scheduling delays of a few milliseconds happen (virtual machines):
     // a path is probed after 2 ms without an answer at the earliest, and
-    // failed after two more probe periods.
+    // failed at its second expiry if other paths show the peer answering,
+    // else at its fourth (`FAIL_BLIND_AFTER_EXPIRIES`).
     cfg.probe_floor_us = 2_000;
     // Losses do not shrink windows (on a lossy fabric they are rarely
     // congestion), so without ECN marks on the way a window would grow until
