@@ -272,6 +272,11 @@ all_paced() {
 	done
 }
 
+# client_last_line I: the last line client I printed (rules and '#' left out).
+client_last_line() {
+	grep -v -- '^-*$' "$logs/client$1" 2>/dev/null | tail -n 1 | tr -d '\r#'
+}
+
 # measure TYPE: once every sender sends (MetaRoCE: and paces at its share)
 # and then SETTLE seconds, fills RATES
 # (Mbit/s per sender), DROPS, QMAX (bytes), SENT (Mbit/s through the
@@ -291,7 +296,7 @@ measure() {
 			ktap_info "incast: $type: packets received per sender: $(sample "$type")"
 			sender_details | sed 's/^/# /'
 			for ((i = 0; i < senders; i++)); do
-				ktap_info "incast: client $i: $(grep -v -- '^-*$' "$logs/client$i" 2>/dev/null | tail -n 1 | tr -d '\r#')"
+				ktap_info "incast: client $i: $(client_last_line "$i")"
 			done
 			return 1
 		fi
@@ -332,7 +337,7 @@ measure() {
 		if kill -0 "${CLIENTS[i]}" 2>/dev/null; then
 			RUNNING=$((RUNNING + 1))
 		else
-			ENDED+="client $i ended: $(grep -v -- '^-*$' "$logs/client$i" | tail -n 1 | tr -d '\r#'); "
+			ENDED+="client $i ended: $(client_last_line "$i"); "
 		fi
 	done
 	b=$(sample "$type")

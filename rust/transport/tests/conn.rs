@@ -1756,12 +1756,14 @@ fn streams_whose_receivers_never_post_leave_the_others_room() {
     assert!(p.hosts[0].completions.iter().all(|c| c.stream == 0));
 }
 
-/// Writes from host 0 while host 1's ACKs due in the last 100 us of every
-/// 400 us arrive together at the end: later than a probe timer, but nothing
-/// is lost.
+/// ACKs due in the last 100 us of every 400 us arrive together at the end:
+/// later than a probe timer, but nothing is lost.
+const ACK_BURSTS: Option<(u64, u64)> = Some((400_000, 100_000));
+
+/// Writes from host 0 while host 1's ACKs come in [`ACK_BURSTS`].
 fn writes_with_acks_in_bursts(seed: u64) -> Pair {
     let chan = Channel {
-        ack_stall: Some((400_000, 100_000)),
+        ack_stall: ACK_BURSTS,
         ..Channel::default()
     };
     let msgs = workload(400, 4, &[4096, 16384, 65536]);
@@ -1776,28 +1778,15 @@ fn writes_with_acks_in_bursts(seed: u64) -> Pair {
 fn requests_and_answers(chan: Channel, n: u32, answer: u32, seed: u64) -> Pair {
     assert!(n >= 16);
     let mut p = Pair::new(4, 4096, chan, seed);
-    let first: Vec<Message> = (0..16)
-        .map(|msn| Message {
-            msn,
-            len: 16,
-            ..first_send(0, 16)
-        })
-        .map(|m| Message {
-            opcode: Opcode::Write,
-            remote: Some(wire::Remote {
-                rkey: 5,
-                addr: 0x1000,
-            }),
-            rsn: 0,
-            ..m
-        })
-        .collect();
-    p.hosts[0].todo.extend(first);
-    p.hosts[0].on_delivery = Some(Answer {
+    // The first 16 requests now, the rest as answers arrive.
+    let mut requests = Answer {
         len: 16,
-        left: n - 16,
-        next_msn: [(0, 16)].into_iter().collect(),
-    });
+        left: n,
+        next_msn: Default::default(),
+    };
+    let first = (0..16).filter_map(|_| requests.message(0));
+    p.hosts[0].todo.extend(first);
+    p.hosts[0].on_delivery = Some(requests);
     p.hosts[1].on_delivery = Some(Answer {
         len: answer,
         left: n,
@@ -1877,7 +1866,7 @@ fn answers_with_acks_in_bursts_move_no_path() {
     // Read-like: few small requests one way, 64 KiB answers the other.
     // (Before the evidence rule: 1 and 3 moves.)
     let chan = Channel {
-        ack_stall: Some((400_000, 100_000)),
+        ack_stall: ACK_BURSTS,
         ..Channel::default()
     };
     let p = requests_and_answers(chan, 400, 65536, 5);
@@ -1895,7 +1884,7 @@ fn a_dead_path_moves_at_its_second_expiry_while_the_others_deliver() {
     // moves at its second expiry, not at the blind fourth.
     let (a, _) = config_pair(4, 1024);
     let port0 = Conn::new(a).path_info(0).unwrap().sport;
-    for stall in [None, Some((400_000, 100_000))] {
+    for stall in [None, ACK_BURSTS] {
         let chan = Channel {
             ack_stall: stall,
             ..Channel::default()

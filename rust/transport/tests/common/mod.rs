@@ -168,7 +168,8 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn message(&mut self, stream: u32) -> Option<Message> {
+    /// The next message on `stream`, if any are left.
+    pub fn message(&mut self, stream: u32) -> Option<Message> {
         self.left = self.left.checked_sub(1)?;
         let msn = self.next_msn.entry(stream).or_default();
         let m = Message {
