@@ -65,21 +65,21 @@ run_one() {
 }
 : >"$out/tests.list"
 : >"$out/times.txt"
-running=0
+# The lanes in use are counted from the running jobs each time, not kept in
+# a counter: in a rehearsal (2026-12-06) a `wait -n` after a test that ran
+# alone returned while both lane tests still ran, and three tests
+# (negative.sh, adversary.sh, perftest.sh) ran at once.
 for t in $progs; do
 	echo "$t" >>"$out/tests.list"
 	if [ "$lanes" = 1 ] || grep -Fqx "$t" <<<"$alone"; then
 		wait
-		running=0
 		run_one "$t"
 		continue
 	fi
-	if [ "$running" -ge "$lanes" ]; then
+	while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do
 		wait -n
-		running=$((running - 1))
-	fi
+	done
 	run_one "$t" &
-	running=$((running + 1))
 done
 wait
 
