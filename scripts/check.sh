@@ -60,10 +60,10 @@ export METAROCE_RDMA_PREFIX=${prefix:-}
 
 rxe_ko=$(find "$kdir/drivers/infiniband/sw/rxe" -name rdma_rxe.ko 2>/dev/null | head -n1)
 log "booting the test kernel (TCG: this takes a few minutes)"
-# The guest's selftests take about 40 minutes under emulation, and up to
-# an hour on a slow day (2026-12-02: device creation at 35-40 s each); on
-# 2026-12-07 a machine took over 70 minutes (ud.sh 203 s, srq.sh 211 s,
-# against 62 s and 93 s on 2026-12-03), so the guest has 80.
+# The guest's selftests take about 50 minutes under emulation (2978 s on
+# 2026-12-07, once device creation no longer grew with the namespaces:
+# Documentation/testing.md); the same machine took over 70 minutes before
+# that, so the guest has 80.
 # The emulated CPUs are the limit (two lanes of tests, METAROCE_LANES, gain
 # only about 10%), so this boot runs MetaRoCE only: rdma_rxe under KASAN tests
 # no code of ours, and `make check-stock` runs the same tests on MetaRoCE and

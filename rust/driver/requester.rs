@@ -279,7 +279,7 @@ impl QpShared {
         // Only a request that went out can be answered: one still held back
         // (`max_rd_atomic`) or never made is not, and nothing of such a
         // packet is recorded.
-        let Some(e) = st.sq.iter().find(|e| e.posted && e.resp == Some(h.msn)) else {
+        let Some(e) = st.sq.iter_mut().find(|e| e.posted && e.resp == Some(h.msn)) else {
             // A late copy of an answer that completed, or a forgery.
             let late = (h.msn.wrapping_sub(st.resp_stream.progress()) as i32) < 0;
             return if late {
@@ -288,6 +288,12 @@ impl QpShared {
                 Err(NakCode::InvalidRequest)
             };
         };
+        if e.local_failed.is_some() {
+            // Its own buffer refused an earlier packet (below) and the
+            // request is not acknowledged yet (reaped, it would have failed
+            // the QP): the packet is taken and dropped.
+            return Ok(false);
+        }
         if u64::from(h.msg_len) != e.wr.len() {
             return Err(NakCode::InvalidRequest);
         }
@@ -315,8 +321,8 @@ impl QpShared {
             None => Pieces::whole(len),
         };
         let tables = self.dev.tables.lock();
-        for (s, t) in pieces.iter() {
-            // `s` is within the packet, which is within the message.
+        // `s` is within the packet, which is within the message.
+        let placed = pieces.iter().all(|(s, t)| {
             bytes
                 .get(s as usize..t as usize)
                 .and_then(|b| {
@@ -328,9 +334,24 @@ impl QpShared {
                         b,
                     )
                 })
-                .ok_or(NakCode::InvalidRequest)?;
-        }
+                .is_some()
+        });
         drop(tables);
+        if !placed {
+            // The packet's bytes lie within the message (the decoder and
+            // `admits_write` see to it), and the request's buffers were
+            // checked when it was posted: one of them has gone since (its
+            // region deregistered or invalidated). The request fails with
+            // a local protection error, as the verbs have it, when it is
+            // reaped (the caller reaps after every packet; with the
+            // request acknowledged, at once), and its QP with it; the
+            // packet is taken, not refused. Refused, the answer was
+            // dropped by the responder and the request failed only after
+            // the QP's patience, with RETRY_EXC_ERR.
+            e.local_failed = Some(WcStatus::LocProtErr);
+            e.resp_done = true;
+            return Ok(false);
+        }
         // Counted once placed: an answer whose bytes were refused cannot
         // complete as if they had landed.
         st.resp_stream

@@ -29,10 +29,11 @@
 #   PERF_ITERS        bw iterations with one QP (default 50, 64 KiB each); with
 #                     -q 8 each QP does an eighth of them (at least 5)
 #   PERF_LAT_ITERS    latency iterations (default 200, 2 bytes each)
-#   PERF_TIMEOUT      seconds per run and side (default 90; each point logs
+#   PERF_TIMEOUT      seconds per run and side (default 60; each point logs
 #                     how long it took: 10-25 s in the debug guest. With 30
-#                     the first point failed once in CI beside another test
-#                     lane on a slow machine, its reason not kept)
+#                     the first point failed once in CI, where it ran as the
+#                     third test at once (scripts/guest-check.sh counted its
+#                     lanes wrong), its reason not kept)
 #   PERF_FILTER=RE    run only the points whose name matches the extended
 #                     regular expression RE (e.g. '-q 8'); the others SKIP
 #   PERF_ARGS=ARGS    more perftest options for every bw run (e.g. "-t 64")
@@ -55,7 +56,7 @@ type=${PERF_TYPE:-metaroce}
 set_=${PERF_SET:-plain}
 iters=${PERF_ITERS:-50}
 lat_iters=${PERF_LAT_ITERS:-200}
-tmo=${PERF_TIMEOUT:-90}
+tmo=${PERF_TIMEOUT:-60}
 qp_iters=$((iters / 8 < 5 ? 5 : iters / 8))
 strace=()
 if [ "${PERF_STRACE:-0}" = 1 ]; then

@@ -184,6 +184,16 @@
  *                              receive, in order, with its Send's bytes
  *                              (refused for want of a receive, a Send is
  *                              sent again after the timer, not failed)
+ *  32 read_into_deregistered_mr
+ *                              a 4 MiB Read whose own destination MR the
+ *                              client deregisters right after posting it
+ *                              (valid then, gone before its answer, which
+ *                              takes far longer than a system call):
+ *                              the Read completes with IBV_WC_LOC_PROT_ERR
+ *                              within READ_DEREG_WAIT_S (the module before
+ *                              this case: IBV_WC_RETRY_EXC_ERR after the
+ *                              QP's patience), and the server's source is
+ *                              unchanged
  *
  * Every completion the client waits for (expect_wc) must carry only flags
  * an RC send completion can have (IBV_WC_WITH_IMM, IBV_WC_WITH_INV): a
@@ -229,7 +239,8 @@ enum { C_WRITE_PAST = 1, C_WRITE_STRADDLE, C_WRITE_RKEY, C_WRITE_NO_RW,
        C_READ_NO_RES, C_READ_DEPTH, C_RD_MAX, C_TRANSITIONS, C_QUERY,
        C_QP_TYPES, C_FENCE, C_WRITE_IMM_NO_RECV, C_CQ_OVERRUN,
        C_CQ_RESIZE, C_UNSOLICITED, C_SOLICITED, C_WR_BATCH, C_ZERO_LEN,
-       C_SEND_INV, C_UC_READ, C_RNR_LATE, NCASES = C_RNR_LATE };
+       C_SEND_INV, C_UC_READ, C_RNR_LATE, C_READ_LOCAL_DEREG,
+       NCASES = C_READ_LOCAL_DEREG };
 
 /* rnr_late_receive: the Sends (offset in the client's buffer, length) and
  * the server's wait before it posts their receives */
@@ -292,6 +303,7 @@ static const char *const case_name[NCASES + 1] = {
 	"send_with_inv_not_granted",
 	"uc_read_refused",
 	"rnr_late_receive",
+	"read_into_deregistered_mr",
 };
 
 static struct {
@@ -909,6 +921,7 @@ static void server_prepare(struct cs *s)
 		break;
 	case C_DEREG_BUSY:
 	case C_DEREG_READ:
+	case C_READ_LOCAL_DEREG:
 		make_buf(s, BIG_LEN + 2 * PAGE, 1);
 		s->mr[0] = reg(s->buf + PAGE, BIG_LEN, full);
 		f[3] = (uintptr_t)s->buf + PAGE;
@@ -1082,6 +1095,10 @@ static void server_check(struct cs *s, const struct wire *done)
 		/* deregistered mid-Read (run_case); the rest is unchanged */
 		check_unchanged(s, "guard around the Read source", PAGE,
 				PAGE + BIG_LEN, 0, 0);
+		break;
+	case C_READ_LOCAL_DEREG:
+		/* only read: all of it unchanged */
+		check_unchanged(s, "the Read source and its guard", 0, 0, 0, 0);
 		break;
 	case C_DEREG_BUSY:
 		/* whatever arrived lies inside the target */
@@ -1460,19 +1477,30 @@ static int client_dereg_busy(struct cs *s)
 	return st;
 }
 
-/* dereg_mr_with_read_outstanding: a 4 MiB Read whose source MR the server
- * deregisters while it streams. Any completion status will do; none within
- * READ_DEREG_WAIT_S is a failure. */
-static int client_read_dereg(struct cs *s)
+/* dereg_mr_with_read_outstanding (own false): a 4 MiB Read whose source MR
+ * the server deregisters while it streams; any completion status will do.
+ * read_into_deregistered_mr (own true): a 4 MiB Read whose own destination
+ * MR the client deregisters right after posting it; it must complete with
+ * IBV_WC_LOC_PROT_ERR. Either way, none within READ_DEREG_WAIT_S is a
+ * failure. Returns the status (-1: none). */
+static int client_read_dereg(struct cs *s, bool own)
 {
 	const uint64_t *t = s->peer.f;
 	uint8_t *dst = alloc_buf(BIG_LEN);
 	struct ibv_mr *mr = reg(dst, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
+	const char *whose = own ? "destination MR was deregistered" :
+				  "source MR the peer deregistered";
 	struct ibv_wc wc;
 	int st = -1, p, rc;
 
 	rc = post_send1(s->qp, 0x10, IBV_WR_RDMA_READ, dst, BIG_LEN, mr->lkey,
 			t[3], (uint32_t)t[5], NULL);
+	if (own) {
+		if (ibv_dereg_mr(mr))
+			/* still registered: its answer may yet land there */
+			die("ibv_dereg_mr of the Read's destination failed");
+		mr = NULL;
+	}
 	if (rc) {
 		vfail(&s->v, "ibv_post_send: %s", strerror(rc));
 	} else {
@@ -1480,17 +1508,24 @@ static int client_read_dereg(struct cs *s)
 		if (p < 0)
 			die("ibv_poll_cq failed");
 		if (p == 0) {
-			vfail(&s->v, "no completion within %d s for the Read whose "
-			      "source MR the peer deregistered",
-			      READ_DEREG_WAIT_S);
+			vfail(&s->v, "no completion within %d s for the Read "
+			      "whose %s", READ_DEREG_WAIT_S, whose);
 		} else {
 			st = (int)wc.status;
 			vmsg("case %d: the Read completed with %s", s->n,
 			     wc_name(st));
-			vnote(&s->v, "the Read completed with %s", wc_name(st));
+			if (!own)
+				vnote(&s->v, "the Read completed with %s",
+				      wc_name(st));
+			else if (wc.wr_id != 0x10 || st != IBV_WC_LOC_PROT_ERR)
+				vfail(&s->v, "the Read completed with %s "
+				      "(wr_id %#llx), want IBV_WC_LOC_PROT_ERR",
+				      wc_name(st),
+				      (unsigned long long)wc.wr_id);
 		}
 	}
-	ibv_dereg_mr(mr);
+	if (mr)
+		ibv_dereg_mr(mr);
 	free(dst);
 	return st;
 }
@@ -2530,7 +2565,8 @@ static void client_act(struct cs *s)
 		st = client_dereg_busy(s);
 		break;
 	case C_DEREG_READ:
-		st = client_read_dereg(s);
+	case C_READ_LOCAL_DEREG:
+		st = client_read_dereg(s, s->n == C_READ_LOCAL_DEREG);
 		break;
 	case C_UNSOLICITED:
 	case C_SOLICITED: {
