@@ -155,6 +155,10 @@ pub struct Host {
     /// Answers every message delivered with a new one on the same stream
     /// (a request and its answer, as a Read's).
     pub on_delivery: Option<Answer>,
+    /// How late this host's timers run (ns): its `on_timeout` is called
+    /// this long after the deadline, as a kernel's soft timers are when
+    /// softirq work is deferred under load.
+    pub timer_lag: u64,
 }
 
 /// What a host posts for each message it receives: a Write of `len` bytes
@@ -209,6 +213,7 @@ impl Host {
             rnr_retry: 0,
             voids: 0,
             on_delivery: None,
+            timer_lag: 0,
         }
     }
 
@@ -453,7 +458,7 @@ impl Pair {
             let next_timer = self
                 .hosts
                 .iter()
-                .filter_map(|h| h.conn.next_timeout())
+                .filter_map(|h| h.conn.next_timeout().map(|t| t + h.timer_lag))
                 .min();
             let Some(next) = [next_wire, next_timer].into_iter().flatten().min() else {
                 return true;
@@ -469,7 +474,10 @@ impl Pair {
                 self.flush();
             }
             for h in &mut self.hosts {
-                if h.conn.next_timeout().is_some_and(|t| t <= self.now) {
+                if h.conn
+                    .next_timeout()
+                    .is_some_and(|t| t + h.timer_lag <= self.now)
+                {
                     h.conn.on_timeout(self.now);
                 }
             }
