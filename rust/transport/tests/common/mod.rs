@@ -156,8 +156,9 @@ pub struct Host {
     /// (a request and its answer, as a Read's).
     pub on_delivery: Option<Answer>,
     /// How late this host's timers run (ns): its `on_timeout` is called
-    /// this long after the deadline, as a kernel's soft timers are when
-    /// softirq work is deferred under load.
+    /// this long after its earliest deadline, as a kernel's soft timers are
+    /// when softirq work is deferred under load (and, as there, that call
+    /// handles every deadline due by then, so a later one is less late).
     pub timer_lag: u64,
 }
 
