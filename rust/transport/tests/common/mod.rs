@@ -234,6 +234,12 @@ impl Host {
         }
     }
 
+    /// When this host's `on_timeout` runs next: its earliest deadline, late
+    /// by `timer_lag`.
+    fn timers_run_at(&self) -> Option<u64> {
+        self.conn.next_timeout().map(|t| t + self.timer_lag)
+    }
+
     pub fn receive(&mut self, now: u64, bytes: &[u8], sport: u16, ce: bool) {
         match self.conn.on_datagram(now, bytes, sport, ce) {
             Ok(Received::Data(h, payload)) => {
@@ -456,11 +462,7 @@ impl Pair {
         loop {
             self.flush();
             let next_wire = self.wire.peek().map(|f| f.at);
-            let next_timer = self
-                .hosts
-                .iter()
-                .filter_map(|h| h.conn.next_timeout().map(|t| t + h.timer_lag))
-                .min();
+            let next_timer = self.hosts.iter().filter_map(Host::timers_run_at).min();
             let Some(next) = [next_wire, next_timer].into_iter().flatten().min() else {
                 return true;
             };
@@ -475,10 +477,7 @@ impl Pair {
                 self.flush();
             }
             for h in &mut self.hosts {
-                if h.conn
-                    .next_timeout()
-                    .is_some_and(|t| t + h.timer_lag <= self.now)
-                {
+                if h.timers_run_at().is_some_and(|t| t <= self.now) {
                     h.conn.on_timeout(self.now);
                 }
             }
