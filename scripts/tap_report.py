@@ -21,6 +21,8 @@ BAD_LOG = re.compile(
     r"possible recursive locking|circular locking dependency|"
     r"inconsistent lock state|suspicious RCU usage"
 )
+# At most this many of a failed selftest point's diagnostic lines are printed.
+MAX_NOTES = 20
 TAP_LINE = re.compile(r"^\s*(not )?ok \d+ (.*?)\s*$")
 DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
@@ -145,7 +147,14 @@ def selftests(rep, guest):
         rc = read(os.path.join(guest, f"{t}.rc"), "missing").strip()
         failed_here = 0
         points = 0
+        # The test's own diagnostics since its previous point: printed under
+        # a failed point, so that a report that keeps only this stream (CI's)
+        # still says why.
+        notes = []
         for line in tap.splitlines():
+            if line.startswith("#"):
+                notes.append(line[1:].strip())
+                continue
             m = re.match(r"^1\.\.0 # SKIP (.*)$", line)
             if m:
                 rep.point(True, f"selftests: metaroce: {t}", skip=m.group(1))
@@ -168,7 +177,9 @@ def selftests(rep, guest):
             if not passed:
                 failed_here += 1
             rep.point(passed, f"selftests: metaroce: {t}: {name}",
-                      skip=skip.strip() if skip is not None else None)
+                      skip=skip.strip() if skip is not None else None,
+                      diag=[] if passed else notes[-MAX_NOTES:])
+            notes = []
         if rc not in ("0", "4") and failed_here == 0:
             diag = (tap.splitlines() + read(os.path.join(guest, f"{t}.err")).splitlines())[-15:]
             rep.point(False, f"selftests: metaroce: {t}: exit status {rc}", diag=diag)

@@ -94,6 +94,20 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("not ok", out)
 
+    def test_failed_selftest_prints_its_own_diagnostics(self):
+        tap = ("1..2\n# before the first\nok 1 adds\n# client rc 124\n"
+               "# plane 0: 5 bytes\nnot ok 2 completes\n# after\n")
+        rc, out = self.run_report(self.guest(tap=tap, rc="1"))
+        self.assertEqual(rc, 1)
+        lines = out.splitlines()
+        at = next(i for i, x in enumerate(lines) if x.startswith("not ok"))
+        self.assertEqual(lines[at + 1:at + 3], ["#   client rc 124", "#   plane 0: 5 bytes"])
+        self.assertNotIn("before the first", out)
+        # A passing point prints none of its notes.
+        rc, out = self.run_report(self.guest(tap="1..1\n# quiet\nok 1 adds\n"))
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("quiet", out)
+
     def test_known_deviation_is_reported_not_failed(self):
         tap = "1..2\nok 1 adds\nnot ok 2 wr api # TODO rxe sends other bytes\n"
         rc, out = self.run_report(self.guest(tap=tap, rc="0"))

@@ -100,6 +100,11 @@ plane_up 1
 rest=$((SECONDS - t0))
 ktap_info "plane 1 failed; the transfer ended $rest s later, client rc $crc, server rc $src"
 grep -h "PASS\|FAIL" "$dir/client" | while IFS= read -r l; do ktap_info "client: $l"; done
+if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
+	for side in client server; do
+		tail -n 5 "$dir/$side" | while IFS= read -r l; do ktap_info "$side: $l"; done
+	done
+fi
 moved=0
 for ((i = 0; i < PLANES; i++)); do
 	ktap_info "plane $i: $((after[i] - before[i])) bytes from the failure to the end"
