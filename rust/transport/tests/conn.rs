@@ -1991,3 +1991,41 @@ fn late_receiver_timers_cost_one_probe_per_path_tail_and_nothing_more() {
         assert_eq!((s.path_moves, s.relocations), (0, 0), "lag {lag}: {s:?}");
     }
 }
+
+#[test]
+fn a_path_whose_acks_die_moves_as_one_whose_data_dies() {
+    // fabric.sh's failed plane drops what one router sends onto it: for
+    // some paths the data, for others only the ACKs (they take the data's
+    // ports, reversed). The sender cannot tell the two apart: either way
+    // the path moves once and its unacknowledged packets go to the other
+    // paths. Where only the ACKs died, the receiver had those packets
+    // already; the duplicates are bounded by what the move relocated.
+    let (a, _) = config_pair(16, 1024);
+    let port0 = Conn::new(a).path_info(0).unwrap().sport;
+    let all = workload(440, 4, &[4096, 16384, 65536]);
+    let mut ends = Vec::new();
+    for (data, acks) in [(Some(port0 % 8), None), (None, Some(port0 % 8))] {
+        let chan = Channel {
+            blackhole: data,
+            blackhole_acks: acks,
+            ..Channel::default()
+        };
+        let mut p = Pair::new(16, 1024, chan, 5);
+        p.hosts[0].todo.extend(all.iter().copied());
+        assert!(p.run(60 * SECOND));
+        assert_eq!(check_delivery(&p, 0, 1, &all), Vec::<String>::new());
+        let s = p.hosts[0].conn.stats();
+        let dups = p.hosts[1].conn.stats().rx_duplicates;
+        assert_eq!(s.path_moves, 1, "{data:?} {acks:?}: {s:?}");
+        assert!(s.relocations > 0, "{s:?}");
+        if data.is_some() {
+            assert_eq!(dups, 0, "the lost data was new to the receiver");
+        } else {
+            assert!(dups > 0, "the ACKs' loss must cost duplicates here");
+            assert!(dups <= s.relocations + s.retransmits, "{dups}: {s:?}");
+        }
+        ends.push(p.now);
+    }
+    // The same time to the end, within one probe timer (10 ms at first).
+    assert!(ends[0].abs_diff(ends[1]) < 10_000_000, "{ends:?}");
+}

@@ -77,6 +77,9 @@ pub struct Channel {
     /// Source ports whose datagrams are all dropped (a failed route), as
     /// `port % 8 == blackhole` when `Some`.
     pub blackhole: Option<u16>,
+    /// As `blackhole`, for datagrams without payload only (ACKs, NAKs): a
+    /// route that failed in the direction the ACKs of a path take.
+    pub blackhole_acks: Option<u16>,
     /// Mark CE on this share of data packets, per mille.
     pub ce: u32,
     /// Lose every NAK packet.
@@ -97,6 +100,7 @@ impl Default for Channel {
             jitter: 0,
             jitter_data_only: false,
             blackhole: None,
+            blackhole_acks: None,
             ce: 0,
             drop_naks: false,
             ack_stall: None,
@@ -391,7 +395,12 @@ impl Pair {
                 metaroce_transport::wire::decode(&bytes),
                 Ok(metaroce_transport::wire::Packet::Nak(_))
             );
-        if nak || c.blackhole.is_some_and(|b| sport % 8 == b) || self.rng.chance(c.loss) {
+        let dead = |b: Option<u16>| b.is_some_and(|b| sport % 8 == b);
+        if nak
+            || dead(c.blackhole)
+            || (!is_data && dead(c.blackhole_acks))
+            || self.rng.chance(c.loss)
+        {
             self.dropped += 1;
             return;
         }
