@@ -21,8 +21,11 @@ BAD_LOG = re.compile(
     r"possible recursive locking|circular locking dependency|"
     r"inconsistent lock state|suspicious RCU usage"
 )
-# At most this many of a failed selftest point's diagnostic lines are printed.
-MAX_NOTES = 20
+# Of the diagnostic lines a failed selftest point carries, the first
+# NOTES_HEAD and the last NOTES_TAIL are printed, each cut to NOTE_WIDTH.
+NOTES_HEAD = 5
+NOTES_TAIL = 15
+NOTE_WIDTH = 240
 TAP_LINE = re.compile(r"^\s*(not )?ok \d+ (.*?)\s*$")
 DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
@@ -65,9 +68,9 @@ class Report:
             print(f"#   {line}")
 
 
-def read(path, default=""):
+def read(path, default="", newline=None):
     try:
-        with open(path, errors="replace") as f:
+        with open(path, errors="replace", newline=newline) as f:
             return f.read()
     except OSError:
         return default
@@ -141,19 +144,33 @@ def kunit(rep, dmesg):
         rep.point(False, "kunit: metaroce suites ran at module load")
 
 
+def excerpt(notes):
+    """What a failed point prints of the diagnostics before it: the first
+    and the last lines (the first often names the failure, the last are the
+    closest to it), each cut short."""
+    cut = [n[:NOTE_WIDTH] for n in notes]
+    if len(cut) <= NOTES_HEAD + NOTES_TAIL:
+        return cut
+    left = len(cut) - NOTES_HEAD - NOTES_TAIL
+    return cut[:NOTES_HEAD] + [f"... ({left} lines)"] + cut[-NOTES_TAIL:]
+
+
 def selftests(rep, guest):
     for t in read(os.path.join(guest, "tests.list")).split():
-        tap = read(os.path.join(guest, f"{t}.tap"))
+        # (newline="": a "\r" stays in its line, see below.)
+        tap = read(os.path.join(guest, f"{t}.tap"), newline="")
         rc = read(os.path.join(guest, f"{t}.rc"), "missing").strip()
         failed_here = 0
         points = 0
-        # The test's own diagnostics since its previous point: printed under
-        # a failed point, so that a report that keeps only this stream (CI's)
-        # still says why.
+        # The test's own diagnostics since its previous failed point (a
+        # reason may come several points before the one it fails): printed
+        # under a failed point, so that a report that keeps only this
+        # stream (CI's) still says why. Lines end at "\n" only: a carriage
+        # return a program printed neither starts a point nor a note.
         notes = []
-        for line in tap.splitlines():
+        for line in tap.split("\n"):
             if line.startswith("#"):
-                notes.append(line[1:].strip())
+                notes.append(line[1:].replace("\r", " ").strip())
                 continue
             m = re.match(r"^1\.\.0 # SKIP (.*)$", line)
             if m:
@@ -178,8 +195,9 @@ def selftests(rep, guest):
                 failed_here += 1
             rep.point(passed, f"selftests: metaroce: {t}: {name}",
                       skip=skip.strip() if skip is not None else None,
-                      diag=[] if passed else notes[-MAX_NOTES:])
-            notes = []
+                      diag=[] if passed else excerpt(notes))
+            if not passed:
+                notes = []
         if rc not in ("0", "4") and failed_here == 0:
             diag = (tap.splitlines() + read(os.path.join(guest, f"{t}.err")).splitlines())[-15:]
             rep.point(False, f"selftests: metaroce: {t}: exit status {rc}", diag=diag)

@@ -101,12 +101,44 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         lines = out.splitlines()
         at = next(i for i, x in enumerate(lines) if x.startswith("not ok"))
-        self.assertEqual(lines[at + 1:at + 3], ["#   client rc 124", "#   plane 0: 5 bytes"])
-        self.assertNotIn("before the first", out)
+        # Every note since the start (no point failed before this one).
+        self.assertEqual(lines[at + 1:at + 4],
+                         ["#   before the first", "#   client rc 124", "#   plane 0: 5 bytes"])
+        self.assertNotIn("after", out)
         # A passing point prints none of its notes.
         rc, out = self.run_report(self.guest(tap="1..1\n# quiet\nok 1 adds\n"))
         self.assertEqual(rc, 0, out)
         self.assertNotIn("quiet", out)
+
+    def test_notes_reach_a_later_failed_point_once(self):
+        # The reason is printed before a passing point; the failure comes
+        # at the next one. A second failure does not repeat the notes.
+        tap = ("1..3\n# plane 1: 999 bytes\nok 1 completes\nnot ok 2 carries nothing\n"
+               "not ok 3 the rest\n")
+        rc, out = self.run_report(self.guest(tap=tap, rc="1"))
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.count("plane 1: 999 bytes"), 1, out)
+        lines = out.splitlines()
+        at = next(i for i, x in enumerate(lines) if "carries nothing" in x)
+        self.assertEqual(lines[at + 1], "#   plane 1: 999 bytes")
+
+    def test_long_notes_keep_their_head_and_tail_and_are_cut(self):
+        notes = "".join(f"# n{i}\n" for i in range(30)) + "# " + "x" * 5000 + "\n"
+        tap = "1..1\n" + notes + "not ok 1 fails\n"
+        rc, out = self.run_report(self.guest(tap=tap, rc="1"))
+        self.assertEqual(rc, 1)
+        diag = [x[4:] for x in out.splitlines() if x.startswith("#   ")]
+        self.assertEqual(diag[:5], ["n0", "n1", "n2", "n3", "n4"])
+        self.assertEqual(diag[5], "... (11 lines)")
+        self.assertEqual(diag[6:20], [f"n{i}" for i in range(16, 30)])
+        self.assertEqual(diag[20], "x" * tap_report.NOTE_WIDTH)
+        self.assertEqual(len(diag), 21)
+
+    def test_a_carriage_return_in_a_note_makes_no_point(self):
+        tap = "1..1\n# a\rnot ok 9 forged\nok 1 adds\n"
+        rc, out = self.run_report(self.guest(tap=tap, rc="0"))
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("forged", out)
 
     def test_known_deviation_is_reported_not_failed(self):
         tap = "1..2\nok 1 adds\nnot ok 2 wr api # TODO rxe sends other bytes\n"

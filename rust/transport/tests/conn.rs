@@ -1999,7 +1999,8 @@ fn a_path_whose_acks_die_moves_as_one_whose_data_dies() {
     // ports, reversed). The sender cannot tell the two apart: either way
     // the path moves once and its unacknowledged packets go to the other
     // paths. Where only the ACKs died, the receiver had those packets
-    // already; the duplicates are bounded by what the move relocated.
+    // already: every duplicate it counts is a packet resent, relocated or
+    // probed, never more.
     let (a, _) = config_pair(16, 1024);
     let port0 = Conn::new(a).path_info(0).unwrap().sport;
     let all = workload(440, 4, &[4096, 16384, 65536]);

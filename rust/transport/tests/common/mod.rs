@@ -77,8 +77,9 @@ pub struct Channel {
     /// Source ports whose datagrams are all dropped (a failed route), as
     /// `port % 8 == blackhole` when `Some`.
     pub blackhole: Option<u16>,
-    /// As `blackhole`, for datagrams without payload only (ACKs, NAKs): a
-    /// route that failed in the direction the ACKs of a path take.
+    /// As `blackhole`, for datagrams without payload only (ACKs, NAKs,
+    /// hellos, and data packets of no bytes): a route that failed in the
+    /// direction the ACKs of a path take.
     pub blackhole_acks: Option<u16>,
     /// Mark CE on this share of data packets, per mille.
     pub ce: u32,
