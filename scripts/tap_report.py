@@ -26,7 +26,14 @@ BAD_LOG = re.compile(
 NOTES_HEAD = 5
 NOTES_TAIL = 15
 NOTE_WIDTH = 240
-TAP_LINE = re.compile(r"^\s*(not )?ok \d+ (.*?)\s*$")
+TAP_LINE = re.compile(r"^[ \t]*(not )?ok \d+ (.*?)\s*$")
+# What a printed name or note may not carry: control characters and what
+# readers take for line breaks (a "\r" that shows a line as "ok").
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def printable(text):
+    return UNPRINTABLE.sub(" ", text)
 DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
@@ -54,6 +61,9 @@ class Report:
         self.passed = self.failed = self.skipped = 0
 
     def point(self, ok, name, skip=None, diag=()):
+        name = printable(name)
+        skip = printable(skip) if skip is not None else None
+        diag = [printable(d) for d in diag]
         self.n += 1
         if skip is not None:
             self.skipped += 1
@@ -174,7 +184,7 @@ def selftests(rep, guest):
                 continue
             m = re.match(r"^1\.\.0 # SKIP (.*)$", line)
             if m:
-                rep.point(True, f"selftests: metaroce: {t}", skip=m.group(1))
+                rep.point(True, f"selftests: metaroce: {t}", skip=m.group(1).strip())
                 points += 1
                 continue
             m = TAP_LINE.match(line)
@@ -191,15 +201,22 @@ def selftests(rep, guest):
                 # named by the test: reported, not counted as a failure.
                 name, todo = name.split(" # TODO", 1)
                 skip, passed = f"TODO: {todo.strip()}", True
-            if not passed:
+            # A point marked SKIP is a skip, whether "ok" or "not ok".
+            failed = not passed and skip is None
+            if failed:
                 failed_here += 1
             rep.point(passed, f"selftests: metaroce: {t}: {name}",
                       skip=skip.strip() if skip is not None else None,
-                      diag=[] if passed else excerpt(notes))
-            if not passed:
+                      diag=excerpt(notes) if failed else [])
+            if failed:
                 notes = []
-        if rc not in ("0", "4") and failed_here == 0:
-            diag = (tap.splitlines() + read(os.path.join(guest, f"{t}.err")).splitlines())[-15:]
+        # A script that failed without a failed point, or that ended other
+        # than by reporting its failures (status 1): killed by its time limit
+        # (124, 137), crashed. A failure of its own, with the last lines of
+        # its output.
+        if rc not in ("0", "4") and (failed_here == 0 or rc != "1"):
+            tail = tap.split("\n") + read(os.path.join(guest, f"{t}.err")).splitlines()
+            diag = [x[:NOTE_WIDTH] for x in tail if x.strip()][-15:]
             rep.point(False, f"selftests: metaroce: {t}: exit status {rc}", diag=diag)
         elif points == 0:
             rep.point(False, f"selftests: metaroce: {t}: printed no TAP")

@@ -134,6 +134,31 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(diag[20], "x" * tap_report.NOTE_WIDTH)
         self.assertEqual(len(diag), 21)
 
+    def test_no_control_character_reaches_the_report(self):
+        tap = "1..2\nnot ok 1 real\rok 1 looks fine\n# x\x0bok 2 y\n\rok 2 forged\n"
+        rc, out = self.run_report(self.guest(tap=tap, rc="1"))
+        self.assertEqual(rc, 1)
+        for bad in "\r\x0b\x0c\x1c\x85\u2028":
+            self.assertNotIn(bad, out)
+        self.assertNotIn("forged", out)
+        self.assertIn("selftests: metaroce: link.sh: real ok 1 looks fine", out)
+
+    def test_a_skipped_failure_does_not_hide_a_failed_exit(self):
+        tap = "1..1\nnot ok 1 x # SKIP y\n"
+        rc, out = self.run_report(self.guest(tap=tap, rc="1"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("exit status 1", out)
+
+    def test_a_script_killed_after_a_failure_is_reported(self):
+        tap = "1..3\nnot ok 1 first\nok 2 second\n# waiting for the last point\n"
+        rc, out = self.run_report(self.guest(tap=tap, rc="124"))
+        self.assertEqual(rc, 1)
+        self.assertIn("exit status 124", out)
+        self.assertIn("#   # waiting for the last point", out)
+        # A script that reports its failures (status 1) is not counted twice.
+        rc, out = self.run_report(self.guest(tap="1..1\nnot ok 1 first\n", rc="1"))
+        self.assertEqual(out.count("not ok"), 1, out)
+
     def test_a_carriage_return_in_a_note_makes_no_point(self):
         tap = "1..1\n# a\rnot ok 9 forged\nok 1 adds\n"
         rc, out = self.run_report(self.guest(tap=tap, rc="0"))

@@ -39,8 +39,13 @@ ktap_skip() {
 	echo "ok $__ktap_num $1 # SKIP $2"
 }
 
+# Every line of the message is a comment (a second line starting "ok N"
+# would otherwise be read as a test point).
 ktap_info() {
-	echo "# $*"
+	local l
+	while IFS= read -r l; do
+		echo "# $l"
+	done <<<"$*"
 }
 
 # A known deviation of the reference (rdma_rxe): reported, not counted as a
