@@ -30,11 +30,11 @@ TAP_LINE = re.compile(r"^[ \t]*(not )?ok \d+ (.*?)\s*$")
 # What a printed name or note may not carry: control characters and what
 # readers take for line breaks (a "\r" that shows a line as "ok").
 UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
 def printable(text):
     return UNPRINTABLE.sub(" ", text)
-DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
 SELFTEST_MARK = re.compile(r"metaroce-selftest: (start|end) (\S+)")
