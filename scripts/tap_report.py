@@ -176,11 +176,12 @@ def selftests(rep, guest):
         # reason may come several points before the one it fails): printed
         # under a failed point, so that a report that keeps only this
         # stream (CI's) still says why. Lines end at "\n" only: a carriage
-        # return a program printed neither starts a point nor a note.
+        # return a program printed neither starts a point nor a note (and
+        # `Report.point` prints it as a space).
         notes = []
         for line in tap.split("\n"):
             if line.startswith("#"):
-                notes.append(line[1:].replace("\r", " ").strip())
+                notes.append(line[1:].strip())
                 continue
             m = re.match(r"^1\.\.0 # SKIP (.*)$", line)
             if m:
