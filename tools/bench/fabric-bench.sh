@@ -22,11 +22,12 @@
 # sampling, written as OUT/perf-POINT-TRANSPORT-REPEAT.txt; needs perf, and
 # the server waits on perf's start, so the figures are not the plain ones),
 # BENCH_BASE_KO (a metaroce.ko of another revision, built for this kernel:
-# the latency point and lossless ib_write_bw are also run alternating that
-# module and this one, each loaded in turn into this boot, as points
-# "write_lat base"/"write_lat this" and "write_bw base"/"write_bw this"
-# (a pair runs when BENCH_FILTER, if given, matches "write_lat" or
-# "write_bw", alone or with " base" or " this"); boot-to-boot drift, which
+# the latency point, lossless ib_write_bw and ib_send_bw, and ib_write_bw at
+# 1% loss are also run alternating that module and this one, each loaded in
+# turn into this boot, as points "write_lat base"/"write_lat this",
+# "write_bw base"/"write_bw this", "send_bw base"/..., "write_bw loss 1% base"/...
+# (a pair runs when BENCH_FILTER, if given, matches its name, alone or with
+# " base" or " this"; BENCH_FILTER='(base|this)$' runs all four); boot-to-boot drift, which
 # moves latency by a third under TCG, then hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where
@@ -318,7 +319,8 @@ ab_wanted() {
 	[ -z "${BENCH_FILTER:-}" ] ||
 		printf '%s\n' "$1" "$1 base" "$1 this" | grep -qE -e "$BENCH_FILTER"
 }
-if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw; }; then
+if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw ||
+	ab_wanted send_bw || ab_wanted "write_bw loss 1%"; }; then
 	echo "# A/B: $BENCH_BASE_KO against this module, alternating"
 	for ((r = 1; r <= repeat; r++)); do
 		# ABBA: neither module always goes first.
@@ -341,6 +343,14 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw; }
 			fi
 			if ab_wanted write_bw; then
 				run_once "write_bw $which" metaroce bw ib_write_bw "$r" "${bw[@]}"
+			fi
+			if ab_wanted send_bw; then
+				run_once "send_bw $which" metaroce bw ib_send_bw "$r" "${bw[@]}"
+			fi
+			if ab_wanted "write_bw loss 1%"; then
+				netem_both loss 1%
+				run_once "write_bw loss 1% $which" metaroce bw ib_write_bw "$r" "${bw[@]}"
+				netem_clear
 			fi
 			devices_down
 		done
