@@ -4,14 +4,20 @@
 # the same perftest commands over MetaRoCE and over rdma_rxe, on the same
 # topologies (selftests/metaroce/lib_netns.sh), each point BENCH_REPEAT times.
 # Appends one CSV row per run to OUT/bench.csv:
-#   point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq
+#   point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,cpu_s,kernel_cpu_s
 # value: Gb/s for bandwidth (bytes moved x 8 / measured duration, from
 # perftest's iteration count), microseconds for latency (perftest's t_avg);
 # perftest_value: the figure perftest printed (its clock calibration may fail
 # under TCG); value is empty when the run failed or timed out;
 # cpu_*: the share of all vCPUs' time, in percent, that was not idle, that
 # went to user space, to the kernel and to softirqs, while the client ran
-# (from /proc/stat).
+# (from /proc/stat); wire_bytes: what host B's veth1 sent meanwhile (B
+# is the client, the data's sender in the bandwidth points: payload,
+# headers and resends), cpu_s and kernel_cpu_s: the CPU-seconds of all
+# vCPUs that were busy, and that went to the kernel (system, irq, softirq),
+# over the same time (report.py divides them by wire_bytes: CPU-seconds per
+# GB). Transport "tcp" (in BENCH_TYPES by default) is iperf3 beside the
+# direct topology's ib_write_bw points (run_tcp).
 #
 #   fabric-bench.sh OUT
 # Environment: BENCH_REPEAT (3), BENCH_DURATION (seconds per bandwidth run, 4),
@@ -32,7 +38,8 @@
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where
 # the CPU and not the link would limit; Documentation/performance.md),
-# BENCH_TYPES (the transports of each point, "metaroce rxe"),
+# BENCH_TYPES (the transports of each point, "metaroce rxe tcp"; tcp runs
+# only beside the direct topology's ib_write_bw points),
 # BENCH_PLANES (the plane counts of the plane points: "1 2 4 8"; with 4 come
 # the failed-plane points: plane 1 down before the run, and plane 1 failing
 # BENCH_DURATION/2 after the client starts).
@@ -66,7 +73,7 @@ rate=${BENCH_PLANE_RATE:-40mbit}
 csv=$out/bench.csv
 logs=$(mktemp -d)
 port=19000
-echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq" >"$csv"
+echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,cpu_s,kernel_cpu_s" >"$csv"
 
 # cpu_times: the summed CPU line of /proc/stat (user nice system idle iowait
 # irq softirq steal ...), in clock ticks.
@@ -97,6 +104,17 @@ cpu_share() {
 		if (total <= 0) { print ",,,"; exit }
 		printf "%.0f,%.0f,%.0f,%.0f", 100 * (total - d[4] - d[5]) / total,
 			100 * (d[1] + d[2]) / total, 100 * d[3] / total, 100 * d[7] / total
+	}'
+}
+
+# cpu_seconds BEFORE AFTER: "busy,kernel" CPU-seconds of all vCPUs between
+# two cpu_times: busy is all but idle and iowait, kernel is system, irq and
+# softirq (the transports' own work; a polling program's spin is user time).
+cpu_seconds() {
+	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+		n = split(a, x); split(b, y); total = 0
+		for (i = 1; i <= n; i++) { d[i] = y[i] - x[i]; total += d[i] }
+		printf "%.2f,%.2f", (total - d[4] - d[5]) / hz, (d[3] + d[6] + d[7]) / hz
 	}'
 }
 
@@ -136,10 +154,64 @@ plane_back() {
 plane_fail() {
 	plane_down 1
 }
+# run_tcp POINT KIND PROG REPEAT: the TCP column of a direct-topology
+# ib_write_bw point (tcp_here=1): iperf3 from B to A for BENCH_DURATION
+# seconds over the same veth pair and netem, with TSO, GSO and GRO off on
+# both ends (so that TCP too sends and receives one packet per MTU); their
+# settings are put back after. Other points get no TCP row.
+tcp_here=
+run_tcp() {
+	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu cs spid ns dev
+	[ "$kind" = bw ] && [ "$prog" = ib_write_bw ] && [ "$tcp_here" = 1 ] || return 0
+	command -v iperf3 >/dev/null || {
+		echo "# $point tcp #$rep: no iperf3"
+		return 0
+	}
+	port=$((port + 1))
+	for ns in "$NS_A:veth0" "$NS_B:veth1"; do
+		dev=${ns#*:}
+		ns=${ns%%:*}
+		ip netns exec "$ns" ethtool -k "$dev" 2>/dev/null |
+			awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
+				sub(/ .*/, "", $2); k = ($1 ~ /^tcp/ ? "tso" : $1 ~ /^generic-s/ ? "gso" : "gro"); printf "%s %s ", k, $2 }' \
+			>"$logs/offloads-$dev"
+		ip netns exec "$ns" ethtool -K "$dev" tso off gso off gro off 2>/dev/null
+	done
+	ip netns exec "$NS_A" timeout 30 iperf3 -s -1 -p "$port" >"$logs/server" 2>&1 &
+	spid=$!
+	wait_for 20 listening "$NS_A" "$port"
+	c0=$(cpu_times)
+	w0=$(dev_tx_bytes "$NS_B" veth1)
+	ip netns exec "$NS_B" timeout 30 iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J >"$logs/client" 2>&1
+	c1=$(cpu_times)
+	cpu=$(cpu_share "$c0" "$c1")
+	cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
+	wait "$spid"
+	for ns in "$NS_A:veth0" "$NS_B:veth1"; do
+		dev=${ns#*:}
+		ns=${ns%%:*}
+		# shellcheck disable=SC2046 # "tso on gso on gro off": separate words
+		[ -s "$logs/offloads-$dev" ] && ip netns exec "$ns" ethtool -K "$dev" $(cat "$logs/offloads-$dev") 2>/dev/null
+	done
+	# What the receiver got, over iperf3's own measured time.
+	value=$(python3 -c 'import json, sys
+try:
+    print("%.5f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e9))
+except (OSError, ValueError, KeyError, TypeError):
+    pass' "$logs/client")
+	echo "$point,tcp,$rep,$value,Gb/s,,$cpu,$cs" >>"$csv"
+	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,cpu s,kernel cpu s $cs)"
+	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
+}
+
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
-	local pre=() k0 qpid=
+	local pre=() k0 qpid= w0 cs c1
 	shift 5
+	if [ "$type" = tcp ]; then
+		run_tcp "$point" "$kind" "$prog" "$rep"
+		return
+	fi
 	[ "$type" = metaroce ] && [ "$no_rings" = 1 ] && pre=(env METAROCE_NO_RINGS=1)
 	[ -z "$before_run" ] || "$before_run"
 	if [ "$type" = rxe ]; then da=$RXE_A db=$RXE_B; else da=$RDMA_A db=$RDMA_B; fi
@@ -157,6 +229,7 @@ run_once() {
 	profile_start "$point-$type-$rep" "$kind"
 	c0=$(cpu_times)
 	d0=$(backlog_drops)
+	w0=$(dev_tx_bytes "$NS_B" veth1)
 	t0=$(date +%s%N)
 	if [ -n "$mid_run" ]; then
 		(
@@ -187,7 +260,9 @@ run_once() {
 			'BEGIN { if (k != "") printf "# qp-memory: %s %s #%s: %d KiB for %d QPs, %.1f KiB per QP\n", p, t, r, k, 2 * n, k / (2 * n) }'
 		rm -f "$logs/kmem"
 	fi
-	cpu=$(cpu_share "$c0" "$(cpu_times)")
+	c1=$(cpu_times)
+	cpu=$(cpu_share "$c0" "$c1")
+	cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
 	t0=$((($(date +%s%N) - t0) / 1000000))
 	d0=$(($(backlog_drops) - d0))
 	profile_end
@@ -206,8 +281,8 @@ run_once() {
 			pf=$5 ;;
 		esac
 	fi
-	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$cpu" >>"$csv"
-	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops)"
+	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$cpu,$cs" >>"$csv"
+	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops; wire bytes,cpu s,kernel cpu s $cs)"
 	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
 }
 
@@ -261,7 +336,7 @@ profile_end() {
 # interleaved so that a drift of the machine hits both alike (with
 # no_rings=1, MetaRoCE only: rxe's runs would be those of the point before).
 point() {
-	local name=$1 r t types=${BENCH_TYPES:-metaroce rxe}
+	local name=$1 r t types=${BENCH_TYPES:-metaroce rxe tcp}
 	shift
 	if [ -n "${BENCH_FILTER:-}" ] && ! grep -qE -e "$BENCH_FILTER" <<<"$name"; then
 		return
@@ -281,6 +356,8 @@ devices_up || { echo "# no fabric"; exit 1; }
 # netem as the root qdisc of both ends, dropping nothing: what the emulator
 # itself costs (every packet through its queue), the reference for the loss
 # points' cost beyond it.
+# TCP beside them on these points (run_tcp).
+tcp_here=1
 netem_both loss 0%
 point "write_bw netem 0%" bw ib_write_bw "${bw[@]}"
 netem_clear
@@ -295,6 +372,7 @@ point "write_bw reordering" bw ib_write_bw "${bw[@]}"
 netem_both delay 1ms
 point "write_bw delay 1ms" bw ib_write_bw "${bw[@]}"
 netem_clear
+tcp_here=
 point "write_lat" lat ib_write_lat -s 2 -n 500
 # The same without completion rings (each poll a system call), for what
 # the rings bought, in the same boot.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The table of `make bench`: MetaRoCE against rdma_rxe, from fabric-bench.sh's CSV.
+"""The table of `make bench`: MetaRoCE against rdma_rxe (and TCP), from fabric-bench.sh's CSV.
 
     report.py BENCH_CSV [--out DIR]
 
@@ -8,9 +8,12 @@ Prints one row per point: min/median/max of each transport over the repeats,
 the ratio MetaRoCE/rxe (medians), and MetaRoCE's median as a fraction of its
 own reference: the lossless figure of the same operation for the direct
 points, one plane for the plane points, four planes for the failed-plane
-points. With --out, writes DIR/summary.csv
-(the same numbers) and DIR/bench.png (medians with min-max bars; needs
-matplotlib, else says so).
+points. When the CSV has TCP runs (iperf3, transport "tcp"), TCP's median
+and the ratio MetaRoCE/TCP are two more columns. When it has the runs' wire
+bytes and CPU-seconds, a second table gives each transport's median
+CPU-seconds per GB on the wire, busy and kernel only, for the bandwidth
+points. With --out, writes DIR/summary.csv (the same numbers) and
+DIR/bench.png (medians with min-max bars; needs matplotlib, else says so).
 """
 
 import argparse
@@ -19,24 +22,49 @@ import os
 import statistics
 import sys
 
-TRANSPORTS = ("metaroce", "rxe")
+TRANSPORTS = ("metaroce", "rxe", "tcp")
+NAMES = {"metaroce": "MetaRoCE", "rxe": "rdma_rxe", "tcp": "TCP"}
+
+
+def number(text):
+    """A CSV cell as a float, None when empty or not a number."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def load(path):
+    """(points in order, values, units, CPU per GB): values[point][transport]
+    lists each run's figure (None for a failed run); cpu[point][transport]
+    lists (busy, kernel) CPU-seconds per GB of the runs that recorded them."""
     runs = {}
     order = []
     unit = {}
+    cpu = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             p = row["point"]
             if p not in runs:
                 runs[p] = {t: [] for t in TRANSPORTS}
+                cpu[p] = {t: [] for t in TRANSPORTS}
                 order.append(p)
             unit[p] = row["unit"]
-            v = row["value"].strip()
-            if row["transport"] in runs[p]:
-                runs[p][row["transport"]].append(float(v) if v else None)
-    return order, runs, unit
+            t = row["transport"]
+            if t not in runs[p]:
+                continue
+            v = number(row["value"])
+            runs[p][t].append(v)
+            wire, busy, kernel = (number(row.get(k)) for k in
+                                  ("wire_bytes", "cpu_s", "kernel_cpu_s"))
+            if v is not None and wire and busy is not None and kernel is not None:
+                cpu[p][t].append((busy / (wire / 1e9), kernel / (wire / 1e9)))
+    return order, runs, unit, cpu
+
+
+def has(runs, t):
+    """Whether transport t gave any figure."""
+    return any(v is not None for p in runs.values() for v in p[t])
 
 
 def stats(values):
@@ -81,12 +109,14 @@ def summarize(order, runs, unit):
         for t in TRANSPORTS:
             lo, mid, hi, failed = stats(runs[p][t])
             row[t] = (lo, mid, hi, failed)
-        m, r = med[p]["metaroce"], med[p]["rxe"]
+        m, r, c = med[p]["metaroce"], med[p]["rxe"], med[p]["tcp"]
         if unit[p] == "us":
             # Latency: lower is better; the ratio is rxe's over ours.
             row["ratio"] = r / m if m and r else None
+            row["ratio_tcp"] = c / m if m and c else None
         else:
             row["ratio"] = m / r if m is not None and r else None
+            row["ratio_tcp"] = m / c if m is not None and c else None
         ref, label = reference(p)
         base = med.get(ref, {}).get("metaroce") if ref else None
         row["fraction"] = m / base if base and m is not None else None
@@ -95,15 +125,18 @@ def summarize(order, runs, unit):
     return rows
 
 
-def print_table(rows, out=sys.stdout):
-    head = "%-34s %-6s %-30s %-30s %-9s %s" % (
-        "point", "unit", "MetaRoCE min / median / max", "rxe min / median / max",
-        "ratio", "MetaRoCE vs its reference")
+def print_table(rows, tcp=False, out=sys.stdout):
+    """The table; with tcp, TCP's median and MetaRoCE/TCP too."""
+    cols = ["%-34s" % "point", "%-6s" % "unit", "%-30s" % "MetaRoCE min / median / max",
+            "%-30s" % "rxe min / median / max", "%-9s" % "ratio"]
+    if tcp:
+        cols += ["%-11s" % "TCP median", "%-9s" % "vs TCP"]
+    head = " ".join(cols + ["MetaRoCE vs its reference"])
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
         cells = []
-        for t in TRANSPORTS:
+        for t in ("metaroce", "rxe"):
             lo, mid, hi, failed = r[t]
             c = "%s / %s / %s" % (fmt(lo, r["unit"]), fmt(mid, r["unit"]), fmt(hi, r["unit"]))
             if failed:
@@ -111,29 +144,79 @@ def print_table(rows, out=sys.stdout):
             cells.append(c)
         ratio = "-" if r["ratio"] is None else "%.2fx" % r["ratio"]
         frac = "" if r["fraction"] is None else "%.2f %s" % (r["fraction"], r["fraction_label"])
-        print("%-34s %-6s %-30s %-30s %-9s %s" % (r["point"], r["unit"], cells[0], cells[1],
-                                                  ratio, frac), file=out)
+        line = ["%-34s" % r["point"], "%-6s" % r["unit"], "%-30s" % cells[0], "%-30s" % cells[1],
+                "%-9s" % ratio]
+        if tcp:
+            lo, mid, hi, failed = r["tcp"]
+            c = fmt(mid, r["unit"]) + (" (%d failed)" % failed if failed else "")
+            line += ["%-11s" % c,
+                     "%-9s" % ("-" if r["ratio_tcp"] is None else "%.2fx" % r["ratio_tcp"])]
+        print(" ".join(line + [frac]), file=out)
     print("ratio: MetaRoCE/rxe of the medians (latency: rxe/MetaRoCE, so above 1 is "
-          "MetaRoCE ahead)", file=out)
+          "MetaRoCE ahead)" + ("; vs TCP: MetaRoCE/TCP (iperf3, TSO/GSO/GRO off)" if tcp else ""),
+          file=out)
 
 
-def write_csv(rows, path):
+def cpu_rows(order, unit, cpu):
+    """Per bandwidth point with any such runs: {transport: (busy, kernel)}
+    medians of CPU-seconds per GB on the wire."""
+    rows = []
+    for p in order:
+        if unit[p] != "Gb/s" or not any(cpu[p][t] for t in TRANSPORTS):
+            continue
+        med = {}
+        for t in TRANSPORTS:
+            runs = cpu[p][t]
+            med[t] = ((statistics.median(b for b, _ in runs),
+                       statistics.median(k for _, k in runs)) if runs else None)
+        rows.append((p, med))
+    return rows
+
+
+def print_cpu(rows, out=sys.stdout):
+    """The CPU-seconds per GB table (nothing when no run recorded them)."""
+    if not rows:
+        return
+    head = "%-34s" % "CPU-seconds per GB on the wire" + "".join(
+        " %-22s" % ("%s busy / kernel" % NAMES[t]) for t in TRANSPORTS)
+    print(file=out)
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for p, med in rows:
+        cells = "".join(" %-22s" % ("-" if med[t] is None else "%.1f / %.1f" % med[t])
+                        for t in TRANSPORTS)
+        print("%-34s%s" % (p, cells), file=out)
+    print("busy: all vCPUs' non-idle time while the client ran (a polling program's spin "
+          "included); kernel: system, irq and softirq; per GB that host B's veth1 sent "
+          "(payload, headers, resends)", file=out)
+
+
+def write_csv(rows, path, cpu=None):
+    """summary.csv; cpu: {point: {transport: (busy, kernel)}} from cpu_rows."""
+    cpu = cpu or {}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["point", "unit"] + ["%s_%s" % (t, s) for t in TRANSPORTS
                                         for s in ("min", "median", "max", "failed")] +
-                   ["ratio", "fraction_of_reference", "reference"])
+                   ["ratio", "fraction_of_reference", "reference", "ratio_tcp"] +
+                   ["%s_%s_cpu_s_per_gb" % (t, k) for t in TRANSPORTS
+                    for k in ("busy", "kernel")])
         for r in rows:
             cells = []
             for t in TRANSPORTS:
                 cells += ["" if v is None else v for v in r[t]]
+            per_gb = []
+            for t in TRANSPORTS:
+                m = cpu.get(r["point"], {}).get(t)
+                per_gb += ["", ""] if m is None else ["%.3f" % m[0], "%.3f" % m[1]]
             w.writerow([r["point"], r["unit"]] + cells +
                        ["" if r["ratio"] is None else "%.4f" % r["ratio"],
                         "" if r["fraction"] is None else "%.4f" % r["fraction"],
-                        r["fraction_label"]])
+                        r["fraction_label"],
+                        "" if r["ratio_tcp"] is None else "%.4f" % r["ratio_tcp"]] + per_gb)
 
 
-def plot(rows, path):
+def plot(rows, path, transports=("metaroce", "rxe")):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -143,14 +226,14 @@ def plot(rows, path):
         return False
     bw = [r for r in rows if r["unit"] == "Gb/s"]
     fig, ax = plt.subplots(figsize=(max(8, len(bw) * 0.7), 5))
-    width = 0.4
-    for k, t in enumerate(TRANSPORTS):
-        xs = [i + (k - 0.5) * width for i in range(len(bw))]
+    width = 0.8 / len(transports)
+    for k, t in enumerate(transports):
+        xs = [i + (k - (len(transports) - 1) / 2) * width for i in range(len(bw))]
         mids = [r[t][1] or 0 for r in bw]
         lo = [max(0, (r[t][1] or 0) - (r[t][0] or 0)) for r in bw]
         hi = [max(0, (r[t][2] or 0) - (r[t][1] or 0)) for r in bw]
         ax.bar(xs, mids, width, yerr=[lo, hi], capsize=2,
-               label="MetaRoCE" if t == "metaroce" else "rdma_rxe")
+               label=NAMES[t])
     ax.set_xticks(range(len(bw)))
     ax.set_xticklabels([r["point"] for r in bw], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("Gb/s (median, min-max bars)")
@@ -166,12 +249,16 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--out")
     a = ap.parse_args()
-    order, runs, unit = load(a.csv)
+    order, runs, unit, cpu = load(a.csv)
     rows = summarize(order, runs, unit)
-    print_table(rows)
+    tcp = has(runs, "tcp")
+    print_table(rows, tcp=tcp)
+    per_gb = cpu_rows(order, unit, cpu)
+    print_cpu(per_gb)
     if a.out:
-        write_csv(rows, os.path.join(a.out, "summary.csv"))
-        if plot(rows, os.path.join(a.out, "bench.png")):
+        write_csv(rows, os.path.join(a.out, "summary.csv"), dict(per_gb))
+        shown = ("metaroce", "rxe", "tcp") if tcp else ("metaroce", "rxe")
+        if plot(rows, os.path.join(a.out, "bench.png"), shown):
             print("wrote %s and %s" % (os.path.join(a.out, "summary.csv"),
                                        os.path.join(a.out, "bench.png")))
 
