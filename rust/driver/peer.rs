@@ -91,7 +91,11 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     // last hole closes, on a CE mark or a duplicate, and otherwise within
     // 500 us. Each ACK is a datagram both hosts pay for in full:
     // acknowledging every packet (as this module did) made half of all
-    // datagrams ACKs; now they are 15-30% (Documentation/performance.md).
+    // datagrams ACKs; then they were 15-30%. With 16 paths at ~20,000
+    // packets a second a path sees a packet every 0.8 ms, so this timer
+    // sends most ACKs, and they were 20-60% of the data packets in the runs
+    // of 2026-12-07 (Documentation/performance.md, "The receiver's ACK
+    // delay": 2 ms halves them, but makes message tails wait).
     cfg.ack_every = 8;
     cfg.ack_delay_ns = 500_000;
     cfg
