@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `make bench`: MetaRoCE against rdma_rxe, side by side in one VM boot of a
-# kernel without debug options (Debian's stock kernel, prepared as for `make
-# check-stock`: scripts/stock-prepare.sh), so that KASAN and lockdep do not
-# dominate. The guest runs tools/bench/fabric-bench.sh (perftest over both
-# transports on the same topologies); the host then prints the table and
+# `make bench`: MetaRoCE against rdma_rxe (and TCP), side by side in one VM
+# boot of a kernel without debug options (Debian's stock kernel, prepared as
+# for `make check-stock`: scripts/stock-prepare.sh), so that KASAN and
+# lockdep do not dominate. The guest runs tools/bench/fabric-bench.sh
+# (perftest over both RDMA transports on the same topologies, iperf3 beside
+# some points); the host then prints the table and
 # writes bench.csv (every run), summary.csv and bench.png
 # (tools/bench/report.py) into out/bench-DATE/.
 set -uo pipefail

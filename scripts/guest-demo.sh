@@ -221,7 +221,7 @@ else
 		echo "demo: 40 Mbit/s (selftests/metaroce/lib_netns.sh), all up, one down, one failing"
 		echo "demo: 2 s after the client starts"
 		load_rxe
-		BENCH_REPEAT=1 BENCH_DURATION=4 BENCH_PLANES=4 \
+		BENCH_REPEAT=1 BENCH_DURATION=4 BENCH_PLANES=4 BENCH_TYPES="metaroce rxe" \
 			BENCH_FILTER='^write_bw (loss (0|1)%|reordering|delay 1ms|4 planes.*)$' \
 			"$top/tools/bench/fabric-bench.sh" "$res" 2>&1 | grep -v "^# plane[0-9]"
 		[ -d /sys/module/rdma_rxe ] && run rmmod rdma_rxe

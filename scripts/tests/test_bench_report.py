@@ -16,7 +16,7 @@ import report  # noqa: E402
 
 OLD = ["point", "transport", "repeat", "value", "unit", "perftest_value",
        "cpu_busy", "cpu_user", "cpu_system", "cpu_softirq"]
-NEW = OLD + ["wire_bytes", "cpu_s", "kernel_cpu_s"]
+NEW = OLD + ["wire_bytes", "busy_cpu_s", "kernel_cpu_s"]
 
 
 def write(rows, header=NEW):
@@ -36,6 +36,12 @@ def table(path):
     report.print_table(rows, tcp=report.has(runs, "tcp"), out=out)
     report.print_cpu(report.cpu_rows(order, unit, cpu), out=out)
     return out.getvalue()
+
+
+def per_gb(path):
+    """{point: {transport: (busy, kernel)}} of the CSV at path."""
+    order, _, unit, cpu = report.load(path)
+    return dict(report.cpu_rows(order, unit, cpu))
 
 
 def run(point, transport, rep, value, wire="", cpu_s="", kernel=""):
@@ -77,7 +83,7 @@ class BenchReport(unittest.TestCase):
             run("write_bw loss 0%", "metaroce", 3, "0.2", "1000000000", "5", "2"),
             run("write_bw loss 0%", "tcp", 1, "0.9", "4000000000", "2", "2"),
         ])
-        rows = dict(report.cpu_rows(*[report.load(p)[i] for i in (0, 2, 3)]))
+        rows = per_gb(p)
         busy, kernel = rows["write_bw loss 0%"]["metaroce"]
         self.assertAlmostEqual(busy, 3.0)   # median of 2, 3, 5
         self.assertAlmostEqual(kernel, 1.0)  # median of 1, 1, 2
@@ -88,8 +94,21 @@ class BenchReport(unittest.TestCase):
     def test_a_failed_run_gives_no_cpu_figure(self):
         p = self.csv([run("write_bw loss 0%", "metaroce", 1, "", "1000000000", "9", "9"),
                       run("write_bw loss 0%", "metaroce", 2, "0.2", "1000000000", "1", "1")])
-        rows = dict(report.cpu_rows(*[report.load(p)[i] for i in (0, 2, 3)]))
+        rows = per_gb(p)
         self.assertEqual(rows["write_bw loss 0%"]["metaroce"], (1.0, 1.0))
+
+    def test_no_bytes_on_the_wire_gives_no_cpu_figure(self):
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2", "0", "9", "9"),
+                      run("write_bw loss 0%", "rxe", 1, "0.2", "-5", "9", "9")])
+        self.assertEqual(per_gb(p), {})
+
+    def test_tcp_runs_that_all_failed_still_show_the_column(self):
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2"),
+                      run("write_bw loss 0%", "tcp", 1, ""),
+                      run("write_bw loss 0%", "tcp", 2, "")])
+        t = table(p)
+        self.assertIn("TCP median", t)
+        self.assertIn("- (2 failed)", t)
 
     def test_a_csv_without_the_new_columns_still_reports(self):
         p = self.csv([["write_bw loss 0%", "metaroce", 1, "0.2", "Gb/s", "", "79", "37", "15", "27"],
@@ -98,6 +117,19 @@ class BenchReport(unittest.TestCase):
         t = table(p)
         self.assertIn("2.00x", t)
         self.assertNotIn("CPU-seconds per GB", t)
+
+    def test_summary_csv_keeps_the_first_columns_in_place(self):
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2")])
+        order, runs, unit, _ = report.load(p)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "summary.csv")
+            report.write_csv(report.summarize(order, runs, unit), out)
+            with open(out, newline="") as f:
+                head = next(csv.reader(f))
+        first = ["point", "unit"] + ["%s_%s" % (t, s) for t in ("metaroce", "rxe")
+                                     for s in ("min", "median", "max", "failed")] + \
+            ["ratio", "fraction_of_reference", "reference"]
+        self.assertEqual(head[:len(first)], first)
 
     def test_summary_csv_carries_the_tcp_ratio_and_cpu(self):
         p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2", "1000000000", "2", "1"),
@@ -110,6 +142,7 @@ class BenchReport(unittest.TestCase):
             with open(out, newline="") as f:
                 got = list(csv.DictReader(f))[0]
         self.assertEqual(got["ratio_tcp"], "0.5000")
+        self.assertEqual(got["tcp_median"], "0.4")
         self.assertEqual(got["metaroce_busy_cpu_s_per_gb"], "2.000")
         self.assertEqual(got["tcp_kernel_cpu_s_per_gb"], "1.000")
         self.assertEqual(got["rxe_busy_cpu_s_per_gb"], "")

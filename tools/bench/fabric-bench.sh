@@ -1,23 +1,31 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The benchmark of `make bench`, run inside one VM boot (scripts/bench.sh):
-# the same perftest commands over MetaRoCE and over rdma_rxe, on the same
-# topologies (selftests/metaroce/lib_netns.sh), each point BENCH_REPEAT times.
+# the same perftest commands over MetaRoCE and over rdma_rxe (and iperf3
+# over TCP beside some), on the same topologies
+# (selftests/metaroce/lib_netns.sh), each point BENCH_REPEAT times.
 # Appends one CSV row per run to OUT/bench.csv:
-#   point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,cpu_s,kernel_cpu_s
-# value: Gb/s for bandwidth (bytes moved x 8 / measured duration, from
-# perftest's iteration count), microseconds for latency (perftest's t_avg);
+#   point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,busy_cpu_s,kernel_cpu_s
+# value: Gb/s for bandwidth (bytes x 8 / time: perftest's iteration count
+# over its sampling window, which with -D d is d less two margins of d/4
+# (integer seconds): 2 s of a 4 s run; iperf3's received bytes over its
+# own time), microseconds for latency (perftest's t_avg). (Until
+# 2026-12-07 perftest's bytes were divided by d: every figure was half the
+# rate; ratios between the RDMA transports were right.)
 # perftest_value: the figure perftest printed (its clock calibration may fail
 # under TCG); value is empty when the run failed or timed out;
 # cpu_*: the share of all vCPUs' time, in percent, that was not idle, that
 # went to user space, to the kernel and to softirqs, while the client ran
 # (from /proc/stat); wire_bytes: what host B's veth1 sent meanwhile (B
 # is the client, the data's sender in the bandwidth points: payload,
-# headers and resends), cpu_s and kernel_cpu_s: the CPU-seconds of all
-# vCPUs that were busy, and that went to the kernel (system, irq, softirq),
-# over the same time (report.py divides them by wire_bytes: CPU-seconds per
-# GB). Transport "tcp" (in BENCH_TYPES by default) is iperf3 beside the
-# direct topology's ib_write_bw points (run_tcp).
+# headers and resends, after netem's drops), busy_cpu_s and kernel_cpu_s:
+# the CPU-seconds of all vCPUs that were busy, and that went to the kernel
+# (system, irq, softirq), over the same time (report.py divides them by
+# wire_bytes: CPU-seconds per GB). For perftest that time is the client's
+# whole run, its connection set-up included (under a second of about
+# 5.7), so the figure leans against the RDMA transports a little.
+# Transport "tcp" (in BENCH_TYPES by default) is iperf3 beside the direct
+# topology's ib_write_bw points (run_tcp).
 #
 #   fabric-bench.sh OUT
 # Environment: BENCH_REPEAT (3), BENCH_DURATION (seconds per bandwidth run, 4),
@@ -68,12 +76,15 @@ rdma_env=$top/scripts/rdma-env.sh
 
 repeat=${BENCH_REPEAT:-3}
 dur=${BENCH_DURATION:-4}
+# perftest's sampling window in -D mode: the run less a margin of a quarter
+# (integer seconds) at each end.
+window=$((dur - 2 * (dur / 4)))
 size=${BENCH_SIZE:-65536}
 rate=${BENCH_PLANE_RATE:-40mbit}
 csv=$out/bench.csv
 logs=$(mktemp -d)
 port=19000
-echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,cpu_s,kernel_cpu_s" >"$csv"
+echo "point,transport,repeat,value,unit,perftest_value,cpu_busy,cpu_user,cpu_system,cpu_softirq,wire_bytes,busy_cpu_s,kernel_cpu_s" >"$csv"
 
 # cpu_times: the summed CPU line of /proc/stat (user nice system idle iowait
 # irq softirq steal ...), in clock ticks.
@@ -137,7 +148,8 @@ devices_down() {
 	rdma_fabric_down
 }
 
-# run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row. With
+# run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row (for TYPE
+# tcp, run_tcp: a row only beside the direct ib_write_bw points). With
 # before_run set, the function it names runs first; with mid_run set, the
 # function it names runs half of BENCH_DURATION after the client starts (a
 # plane failing during the transfer). With no_rings=1, MetaRoCE's runs
@@ -154,54 +166,74 @@ plane_back() {
 plane_fail() {
 	plane_down 1
 }
+# offloads OFF|back NS DEV: with "off", TSO, GSO and GRO of DEV off, its
+# settings saved first (fails when ethtool cannot change them); with "back",
+# the saved settings put back.
+offloads() {
+	local saved=$logs/offloads-$3
+	if [ "$1" = back ]; then
+		# shellcheck disable=SC2046 # "tso on gso on gro off": separate words
+		[ -s "$saved" ] && ip netns exec "$2" ethtool -K "$3" $(cat "$saved") 2>/dev/null
+		rm -f "$saved"
+		return 0
+	fi
+	ip netns exec "$2" ethtool -k "$3" 2>/dev/null |
+		awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
+			sub(/ .*/, "", $2); k = ($1 ~ /^tcp/ ? "tso" : $1 ~ /^generic-s/ ? "gso" : "gro"); printf "%s %s ", k, $2 }' \
+		>"$saved"
+	[ -s "$saved" ] && ip netns exec "$2" ethtool -K "$3" tso off gso off gro off 2>/dev/null
+}
+
 # run_tcp POINT KIND PROG REPEAT: the TCP column of a direct-topology
 # ib_write_bw point (tcp_here=1): iperf3 from B to A for BENCH_DURATION
 # seconds over the same veth pair and netem, with TSO, GSO and GRO off on
-# both ends (so that TCP too sends and receives one packet per MTU); their
-# settings are put back after. Other points get no TCP row.
+# both ends (so that TCP too sends and receives one packet per MTU; no run
+# when they cannot be turned off), put back after. Other points get no TCP
+# row. An iperf3 that fails, or reports an error, gives an empty value.
 tcp_here=
 run_tcp() {
-	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu cs spid ns dev
+	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu cs spid rc tmo=$((30 + dur))
 	[ "$kind" = bw ] && [ "$prog" = ib_write_bw ] && [ "$tcp_here" = 1 ] || return 0
 	command -v iperf3 >/dev/null || {
 		echo "# $point tcp #$rep: no iperf3"
 		return 0
 	}
+	if ! offloads off "$NS_A" veth0 || ! offloads off "$NS_B" veth1; then
+		echo "# $point tcp #$rep: TSO, GSO and GRO cannot be turned off (ethtool): no TCP run"
+		offloads back "$NS_A" veth0
+		offloads back "$NS_B" veth1
+		return 0
+	fi
 	port=$((port + 1))
-	for ns in "$NS_A:veth0" "$NS_B:veth1"; do
-		dev=${ns#*:}
-		ns=${ns%%:*}
-		ip netns exec "$ns" ethtool -k "$dev" 2>/dev/null |
-			awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
-				sub(/ .*/, "", $2); k = ($1 ~ /^tcp/ ? "tso" : $1 ~ /^generic-s/ ? "gso" : "gro"); printf "%s %s ", k, $2 }' \
-			>"$logs/offloads-$dev"
-		ip netns exec "$ns" ethtool -K "$dev" tso off gso off gro off 2>/dev/null
-	done
-	ip netns exec "$NS_A" timeout 30 iperf3 -s -1 -p "$port" >"$logs/server" 2>&1 &
+	ip netns exec "$NS_A" timeout "$tmo" iperf3 -s -1 -p "$port" >"$logs/server" 2>&1 &
 	spid=$!
 	wait_for 20 listening "$NS_A" "$port"
+	profile_start "$point-tcp-$rep" "$kind"
 	c0=$(cpu_times)
 	w0=$(dev_tx_bytes "$NS_B" veth1)
-	ip netns exec "$NS_B" timeout 30 iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J >"$logs/client" 2>&1
+	ip netns exec "$NS_B" timeout "$tmo" iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J >"$logs/client" 2>&1
+	rc=$?
 	c1=$(cpu_times)
 	cpu=$(cpu_share "$c0" "$c1")
 	cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
+	profile_end
 	wait "$spid"
-	for ns in "$NS_A:veth0" "$NS_B:veth1"; do
-		dev=${ns#*:}
-		ns=${ns%%:*}
-		# shellcheck disable=SC2046 # "tso on gso on gro off": separate words
-		[ -s "$logs/offloads-$dev" ] && ip netns exec "$ns" ethtool -K "$dev" $(cat "$logs/offloads-$dev") 2>/dev/null
-	done
+	offloads back "$NS_A" veth0
+	offloads back "$NS_B" veth1
 	# What the receiver got, over iperf3's own measured time.
-	value=$(python3 -c 'import json, sys
+	[ "$rc" = 0 ] && value=$(python3 -c 'import json, sys
 try:
-    print("%.5f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e9))
+    j = json.load(open(sys.argv[1]))
+    if "error" not in j:
+        print("%.5f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))
 except (OSError, ValueError, KeyError, TypeError):
     pass' "$logs/client")
 	echo "$point,tcp,$rep,$value,Gb/s,,$cpu,$cs" >>"$csv"
-	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,cpu s,kernel cpu s $cs)"
-	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
+	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,busy cpu s,kernel cpu s $cs)"
+	[ -n "$value" ] || {
+		echo "#   iperf3 exit status $rc"
+		grep -m3 -i '"error"\|error' "$logs/client" | sed 's/^/#   /'
+	}
 }
 
 run_once() {
@@ -274,7 +306,7 @@ run_once() {
 		set -- $line
 		case "$kind" in
 		bw)	# bytes iterations peak average msgrate
-			value=$(awk -v b="$1" -v n="$2" -v d="$dur" 'BEGIN { printf "%.5f", b * n * 8 / d / 1e9 }')
+			value=$(awk -v b="$1" -v n="$2" -v d="$window" 'BEGIN { printf "%.5f", b * n * 8 / d / 1e9 }')
 			pf=$4 ;;
 		lat)	# bytes iterations t_min t_max t_typical t_avg ...
 			value=$6
@@ -282,7 +314,7 @@ run_once() {
 		esac
 	fi
 	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$cpu,$cs" >>"$csv"
-	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops; wire bytes,cpu s,kernel cpu s $cs)"
+	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops; wire bytes,busy cpu s,kernel cpu s $cs)"
 	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
 }
 
@@ -332,9 +364,10 @@ profile_end() {
 	[ -s "$prof.txt" ] && rm -f "$prof.err"
 }
 
-# point NAME KIND PROG ARGS...: both transports, BENCH_REPEAT times each,
-# interleaved so that a drift of the machine hits both alike (with
-# no_rings=1, MetaRoCE only: rxe's runs would be those of the point before).
+# point NAME KIND PROG ARGS...: each transport of BENCH_TYPES (TCP only where
+# run_tcp runs), BENCH_REPEAT times each, interleaved so that a drift of the
+# machine hits all alike (with no_rings=1, MetaRoCE only: rxe's runs would
+# be those of the point before).
 point() {
 	local name=$1 r t types=${BENCH_TYPES:-metaroce rxe tcp}
 	shift

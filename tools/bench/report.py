@@ -56,15 +56,15 @@ def load(path):
             v = number(row["value"])
             runs[p][t].append(v)
             wire, busy, kernel = (number(row.get(k)) for k in
-                                  ("wire_bytes", "cpu_s", "kernel_cpu_s"))
-            if v is not None and wire and busy is not None and kernel is not None:
+                                  ("wire_bytes", "busy_cpu_s", "kernel_cpu_s"))
+            if v is not None and wire and wire > 0 and busy is not None and kernel is not None:
                 cpu[p][t].append((busy / (wire / 1e9), kernel / (wire / 1e9)))
     return order, runs, unit, cpu
 
 
 def has(runs, t):
-    """Whether transport t gave any figure."""
-    return any(v is not None for p in runs.values() for v in p[t])
+    """Whether transport t has any run, failed or not."""
+    return any(p[t] for p in runs.values())
 
 
 def stats(values):
@@ -113,10 +113,10 @@ def summarize(order, runs, unit):
         if unit[p] == "us":
             # Latency: lower is better; the ratio is rxe's over ours.
             row["ratio"] = r / m if m and r else None
-            row["ratio_tcp"] = c / m if m and c else None
         else:
             row["ratio"] = m / r if m is not None and r else None
-            row["ratio_tcp"] = m / c if m is not None and c else None
+        # TCP has bandwidth points only.
+        row["ratio_tcp"] = m / c if unit[p] != "us" and m is not None and c else None
         ref, label = reference(p)
         base = med.get(ref, {}).get("metaroce") if ref else None
         row["fraction"] = m / base if base and m is not None else None
@@ -130,7 +130,7 @@ def print_table(rows, tcp=False, out=sys.stdout):
     cols = ["%-34s" % "point", "%-6s" % "unit", "%-30s" % "MetaRoCE min / median / max",
             "%-30s" % "rxe min / median / max", "%-9s" % "ratio"]
     if tcp:
-        cols += ["%-11s" % "TCP median", "%-9s" % "vs TCP"]
+        cols += ["%-13s" % "TCP median", "%-9s" % "vs TCP"]
     head = " ".join(cols + ["MetaRoCE vs its reference"])
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -149,7 +149,7 @@ def print_table(rows, tcp=False, out=sys.stdout):
         if tcp:
             lo, mid, hi, failed = r["tcp"]
             c = fmt(mid, r["unit"]) + (" (%d failed)" % failed if failed else "")
-            line += ["%-11s" % c,
+            line += ["%-13s" % c,
                      "%-9s" % ("-" if r["ratio_tcp"] is None else "%.2fx" % r["ratio_tcp"])]
         print(" ".join(line + [frac]), file=out)
     print("ratio: MetaRoCE/rxe of the medians (latency: rxe/MetaRoCE, so above 1 is "
@@ -173,18 +173,19 @@ def cpu_rows(order, unit, cpu):
     return rows
 
 
-def print_cpu(rows, out=sys.stdout):
-    """The CPU-seconds per GB table (nothing when no run recorded them)."""
+def print_cpu(rows, transports=TRANSPORTS, out=sys.stdout):
+    """The CPU-seconds per GB table of `transports` (nothing when no run
+    recorded them)."""
     if not rows:
         return
     head = "%-34s" % "CPU-seconds per GB on the wire" + "".join(
-        " %-22s" % ("%s busy / kernel" % NAMES[t]) for t in TRANSPORTS)
+        " %-22s" % ("%s busy / kernel" % NAMES[t]) for t in transports)
     print(file=out)
     print(head, file=out)
     print("-" * len(head), file=out)
     for p, med in rows:
         cells = "".join(" %-22s" % ("-" if med[t] is None else "%.1f / %.1f" % med[t])
-                        for t in TRANSPORTS)
+                        for t in transports)
         print("%-34s%s" % (p, cells), file=out)
     print("busy: all vCPUs' non-idle time while the client ran (a polling program's spin "
           "included); kernel: system, irq and softirq; per GB that host B's veth1 sent "
@@ -196,14 +197,17 @@ def write_csv(rows, path, cpu=None):
     cpu = cpu or {}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["point", "unit"] + ["%s_%s" % (t, s) for t in TRANSPORTS
+        # The columns of the first version first, in their places; TCP's
+        # and the CPU figures after them.
+        w.writerow(["point", "unit"] + ["%s_%s" % (t, s) for t in ("metaroce", "rxe")
                                         for s in ("min", "median", "max", "failed")] +
-                   ["ratio", "fraction_of_reference", "reference", "ratio_tcp"] +
+                   ["ratio", "fraction_of_reference", "reference"] +
+                   ["tcp_%s" % s for s in ("min", "median", "max", "failed")] + ["ratio_tcp"] +
                    ["%s_%s_cpu_s_per_gb" % (t, k) for t in TRANSPORTS
                     for k in ("busy", "kernel")])
         for r in rows:
             cells = []
-            for t in TRANSPORTS:
+            for t in ("metaroce", "rxe"):
                 cells += ["" if v is None else v for v in r[t]]
             per_gb = []
             for t in TRANSPORTS:
@@ -212,8 +216,9 @@ def write_csv(rows, path, cpu=None):
             w.writerow([r["point"], r["unit"]] + cells +
                        ["" if r["ratio"] is None else "%.4f" % r["ratio"],
                         "" if r["fraction"] is None else "%.4f" % r["fraction"],
-                        r["fraction_label"],
-                        "" if r["ratio_tcp"] is None else "%.4f" % r["ratio_tcp"]] + per_gb)
+                        r["fraction_label"]] +
+                       ["" if v is None else v for v in r["tcp"]] +
+                       ["" if r["ratio_tcp"] is None else "%.4f" % r["ratio_tcp"]] + per_gb)
 
 
 def plot(rows, path, transports=("metaroce", "rxe")):
@@ -237,7 +242,8 @@ def plot(rows, path, transports=("metaroce", "rxe")):
     ax.set_xticks(range(len(bw)))
     ax.set_xticklabels([r["point"] for r in bw], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("Gb/s (median, min-max bars)")
-    ax.set_title("perftest, 64 KiB messages: MetaRoCE vs rdma_rxe, same VM boot")
+    ax.set_title("perftest, 64 KiB messages: MetaRoCE vs rdma_rxe%s, same VM boot"
+                 % (" (TCP: iperf3)" if "tcp" in transports else ""))
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -254,7 +260,7 @@ def main():
     tcp = has(runs, "tcp")
     print_table(rows, tcp=tcp)
     per_gb = cpu_rows(order, unit, cpu)
-    print_cpu(per_gb)
+    print_cpu(per_gb, TRANSPORTS if tcp else ("metaroce", "rxe"))
     if a.out:
         write_csv(rows, os.path.join(a.out, "summary.csv"), dict(per_gb))
         shown = ("metaroce", "rxe", "tcp") if tcp else ("metaroce", "rxe")
