@@ -108,7 +108,7 @@ stock:
 check-stock:
 	scripts/check-stock.sh
 
-# MetaRoCE against rdma_rxe in one boot of Debian's stock (non-debug) kernel:
+# MetaRoCE against rdma_rxe (and TCP) in one boot of Debian's stock (non-debug) kernel:
 # perftest on the direct and multiplane topologies; table, CSV and PNG in
 # out/bench-DATE/ (Documentation/performance.md). BENCH_REPEAT=N (default 3),
 # BENCH_FILTER=REGEX (only matching points), BENCH_BASE_KO=PATH (latency,

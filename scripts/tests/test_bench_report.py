@@ -7,11 +7,13 @@
 import csv
 import io
 import os
+import re
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench"))
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench")
+sys.path.insert(0, BENCH)
 import report  # noqa: E402
 
 OLD = ["point", "transport", "repeat", "value", "unit", "perftest_value",
@@ -30,12 +32,17 @@ def write(rows, header=NEW):
 
 
 def table(path):
-    order, runs, unit, cpu = report.load(path)
-    rows = report.summarize(order, runs, unit)
+    """What report.py prints for the CSV at path."""
     out = io.StringIO()
-    report.print_table(rows, tcp=report.has(runs, "tcp"), out=out)
-    report.print_cpu(report.cpu_rows(order, unit, cpu), out=out)
+    report.render(path, out=out)
     return out.getvalue()
+
+
+def cpu_table(text):
+    """The lines of the CPU-seconds table in report.py's output."""
+    lines = text.splitlines()
+    at = [i for i, ln in enumerate(lines) if ln.startswith("CPU-seconds per GB")]
+    return lines[at[0]:] if at else []
 
 
 def per_gb(path):
@@ -44,9 +51,9 @@ def per_gb(path):
     return dict(report.cpu_rows(order, unit, cpu))
 
 
-def run(point, transport, rep, value, wire="", cpu_s="", kernel=""):
+def run(point, transport, rep, value, wire="", busy="", kernel=""):
     return [point, transport, rep, value, "Gb/s", "", "79", "37", "15", "27",
-            wire, cpu_s, kernel]
+            wire, busy, kernel]
 
 
 class BenchReport(unittest.TestCase):
@@ -71,9 +78,29 @@ class BenchReport(unittest.TestCase):
         self.assertIn("0.25x", line)  # against TCP
 
     def test_no_tcp_column_without_tcp_runs(self):
-        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2"),
-                      run("write_bw loss 0%", "rxe", 1, "0.1")])
-        self.assertNotIn("TCP median", table(p))
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.2", "1000000000", "2", "1"),
+                      run("write_bw loss 0%", "rxe", 1, "0.1", "1000000000", "2", "1")])
+        t = table(p)
+        self.assertNotIn("TCP median", t)
+        self.assertTrue(cpu_table(t), t)
+        self.assertNotIn("TCP busy", "\n".join(cpu_table(t)))
+        self.assertNotIn("note:", t)
+
+    def test_the_header_is_the_one_fabric_bench_writes(self):
+        with open(os.path.join(BENCH, "fabric-bench.sh")) as f:
+            m = re.search(r'^echo "(point,transport,[^"]*)" >"\$csv"$', f.read(), re.M)
+        self.assertIsNotNone(m)
+        self.assertEqual(m.group(1).split(","), NEW)
+
+    def test_an_old_csv_gets_a_note_and_its_cpu_column(self):
+        # The first CSVs with CPU figures named the busy column cpu_s; they and
+        # older ones divided perftest's bytes by the whole -D time.
+        old = OLD + ["wire_bytes", "cpu_s", "kernel_cpu_s"]
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.1", "1000000000", "4", "2")],
+                     header=old)
+        t = table(p)
+        self.assertIn("note: this CSV is from before", t)
+        self.assertIn("4.0 / 2.0", t)
 
     def test_cpu_seconds_per_gb_are_medians_over_wire_bytes(self):
         p = self.csv([

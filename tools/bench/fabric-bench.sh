@@ -10,8 +10,9 @@
 # over its sampling window, which with -D d is d less two margins of d/4
 # (integer seconds): 2 s of a 4 s run; iperf3's received bytes over its
 # own time), microseconds for latency (perftest's t_avg). (Until
-# 2026-12-07 perftest's bytes were divided by d: every figure was half the
-# rate; ratios between the RDMA transports were right.)
+# 2026-12-07 perftest's bytes were divided by d: at the default d of 4
+# every figure was half the rate; ratios between the RDMA transports were
+# right.)
 # perftest_value: the figure perftest printed (its clock calibration may fail
 # under TCG); value is empty when the run failed or timed out;
 # cpu_*: the share of all vCPUs' time, in percent, that was not idle, that
@@ -23,7 +24,8 @@
 # (system, irq, softirq), over the same time (report.py divides them by
 # wire_bytes: CPU-seconds per GB). For perftest that time is the client's
 # whole run, its connection set-up included (under a second of about
-# 5.7), so the figure leans against the RDMA transports a little.
+# 5.7 at the default d of 4), so the figure leans against the RDMA
+# transports a little.
 # Transport "tcp" (in BENCH_TYPES by default) is iperf3 beside the direct
 # topology's ib_write_bw points (run_tcp).
 #
@@ -76,8 +78,15 @@ rdma_env=$top/scripts/rdma-env.sh
 
 repeat=${BENCH_REPEAT:-3}
 dur=${BENCH_DURATION:-4}
+case "$dur" in
+'' | *[!0-9]* | 0)
+	echo "# BENCH_DURATION must be a whole number of seconds above 0, not '$dur'"
+	exit 1
+	;;
+esac
 # perftest's sampling window in -D mode: the run less a margin of a quarter
-# (integer seconds) at each end.
+# (integer seconds) at each end; below 4 s there is no margin, and the
+# window holds the ramp-up too (figures not comparable with longer runs).
 window=$((dur - 2 * (dur / 4)))
 size=${BENCH_SIZE:-65536}
 rate=${BENCH_PLANE_RATE:-40mbit}
@@ -148,6 +157,101 @@ devices_down() {
 	rdma_fabric_down
 }
 
+# offloads off|back NS DEV: with "off", TSO, GSO and GRO of DEV off, its
+# settings saved first; fails unless all three read back off. With "back",
+# the saved settings put back, and a note when they do not read back so.
+offloads() {
+	local saved=$logs/offloads-$3 now
+	if [ "$1" = back ]; then
+		[ -s "$saved" ] || return 0
+		# shellcheck disable=SC2046 # "tso on gso on gro off": separate words
+		ip netns exec "$2" ethtool -K "$3" $(cat "$saved") 2>/dev/null
+		now=$(offload_state "$2" "$3")
+		[ "$now" = "$(cat "$saved")" ] || echo "# $3: offloads not put back: $now (were $(cat "$saved"))"
+		rm -f "$saved"
+		return 0
+	fi
+	offload_state "$2" "$3" >"$saved"
+	[ -s "$saved" ] || return 1
+	ip netns exec "$2" ethtool -K "$3" tso off gso off gro off 2>/dev/null
+	# ethtool -K succeeds when only some features changed: read them back.
+	[ "$(offload_state "$2" "$3")" = "tso off gso off gro off " ]
+}
+
+# offload_state NS DEV: "tso X gso Y gro Z " as ethtool -k reads them.
+offload_state() {
+	ip netns exec "$1" ethtool -k "$2" 2>/dev/null |
+		awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
+			sub(/ .*/, "", $2); v[$1] = $2 }
+		END { if (length(v) == 3) printf "tso %s gso %s gro %s ", v["tcp-segmentation-offload"],
+			v["generic-segmentation-offload"], v["generic-receive-offload"] }'
+}
+
+# run_tcp POINT KIND PROG REPEAT: the TCP column of a direct-topology
+# ib_write_bw point (tcp_here=1): iperf3 from B to A for BENCH_DURATION
+# seconds over the same veth pair and netem, with TSO, GSO and GRO off on
+# both ends (so that TCP too sends and receives one packet per MTU), put
+# back after. Other points get no TCP row. A run that cannot be made (no
+# iperf3, offloads that stay on) or that fails (iperf3's exit status, or an
+# "error" in its JSON: with -J it exits 0 on a refused connection) gives a
+# row with an empty value, i.e. a failed run in the table.
+tcp_here=
+run_tcp() {
+	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu=",,," cs=",," spid rc why=""
+	local tmo=$((30 + dur))
+	[ "$kind" = bw ] && [ "$prog" = ib_write_bw ] && [ "$tcp_here" = 1 ] || return 0
+	if ! command -v iperf3 >/dev/null; then
+		why="no iperf3"
+	elif ! offloads off "$NS_A" veth0 || ! offloads off "$NS_B" veth1; then
+		why="TSO, GSO and GRO cannot be turned off (ethtool)"
+	fi
+	if [ -z "$why" ]; then
+		port=$((port + 1))
+		ip netns exec "$NS_A" timeout "$tmo" iperf3 -s -1 -p "$port" >"$logs/server" 2>&1 &
+		spid=$!
+		wait_for 20 listening "$NS_A" "$port"
+		profile_start "$point-tcp-$rep" "$kind"
+		c0=$(cpu_times)
+		w0=$(dev_tx_bytes "$NS_B" veth1)
+		ip netns exec "$NS_B" timeout "$tmo" iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J \
+			>"$logs/client" 2>"$logs/client.err"
+		rc=$?
+		c1=$(cpu_times)
+		cpu=$(cpu_share "$c0" "$c1")
+		cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
+		profile_end
+		# A server whose client never came would wait out its timeout.
+		[ "$rc" = 0 ] || kill "$spid" 2>/dev/null
+		wait "$spid"
+		# What the receiver got, over iperf3's own measured time.
+		value=$(python3 -c 'import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    if "error" in j:
+        print("error: " + str(j["error"]), file=sys.stderr)
+    else:
+        print("%.5f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))
+except (OSError, ValueError, KeyError, TypeError) as e:
+    print("no figure in the JSON: %r" % e, file=sys.stderr)' "$logs/client" 2>>"$logs/client.err")
+		if [ "$rc" = 124 ]; then
+			why="timed out after $tmo s"
+			value=
+		elif [ "$rc" != 0 ]; then
+			why="iperf3 exit status $rc"
+			value=
+		fi
+	fi
+	offloads back "$NS_A" veth0
+	offloads back "$NS_B" veth1
+	echo "$point,tcp,$rep,$value,Gb/s,,$cpu,$cs" >>"$csv"
+	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,busy cpu s,kernel cpu s $cs)"
+	if [ -z "$value" ]; then
+		[ -z "$why" ] || echo "#   $why"
+		tail -3 "$logs/client.err" 2>/dev/null | sed 's/^/#   /'
+	fi
+	rm -f "$logs/client.err"
+}
+
 # run_once POINT TYPE KIND PROG ARGS...: one run, one CSV row (for TYPE
 # tcp, run_tcp: a row only beside the direct ib_write_bw points). With
 # before_run set, the function it names runs first; with mid_run set, the
@@ -166,76 +270,6 @@ plane_back() {
 plane_fail() {
 	plane_down 1
 }
-# offloads OFF|back NS DEV: with "off", TSO, GSO and GRO of DEV off, its
-# settings saved first (fails when ethtool cannot change them); with "back",
-# the saved settings put back.
-offloads() {
-	local saved=$logs/offloads-$3
-	if [ "$1" = back ]; then
-		# shellcheck disable=SC2046 # "tso on gso on gro off": separate words
-		[ -s "$saved" ] && ip netns exec "$2" ethtool -K "$3" $(cat "$saved") 2>/dev/null
-		rm -f "$saved"
-		return 0
-	fi
-	ip netns exec "$2" ethtool -k "$3" 2>/dev/null |
-		awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
-			sub(/ .*/, "", $2); k = ($1 ~ /^tcp/ ? "tso" : $1 ~ /^generic-s/ ? "gso" : "gro"); printf "%s %s ", k, $2 }' \
-		>"$saved"
-	[ -s "$saved" ] && ip netns exec "$2" ethtool -K "$3" tso off gso off gro off 2>/dev/null
-}
-
-# run_tcp POINT KIND PROG REPEAT: the TCP column of a direct-topology
-# ib_write_bw point (tcp_here=1): iperf3 from B to A for BENCH_DURATION
-# seconds over the same veth pair and netem, with TSO, GSO and GRO off on
-# both ends (so that TCP too sends and receives one packet per MTU; no run
-# when they cannot be turned off), put back after. Other points get no TCP
-# row. An iperf3 that fails, or reports an error, gives an empty value.
-tcp_here=
-run_tcp() {
-	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu cs spid rc tmo=$((30 + dur))
-	[ "$kind" = bw ] && [ "$prog" = ib_write_bw ] && [ "$tcp_here" = 1 ] || return 0
-	command -v iperf3 >/dev/null || {
-		echo "# $point tcp #$rep: no iperf3"
-		return 0
-	}
-	if ! offloads off "$NS_A" veth0 || ! offloads off "$NS_B" veth1; then
-		echo "# $point tcp #$rep: TSO, GSO and GRO cannot be turned off (ethtool): no TCP run"
-		offloads back "$NS_A" veth0
-		offloads back "$NS_B" veth1
-		return 0
-	fi
-	port=$((port + 1))
-	ip netns exec "$NS_A" timeout "$tmo" iperf3 -s -1 -p "$port" >"$logs/server" 2>&1 &
-	spid=$!
-	wait_for 20 listening "$NS_A" "$port"
-	profile_start "$point-tcp-$rep" "$kind"
-	c0=$(cpu_times)
-	w0=$(dev_tx_bytes "$NS_B" veth1)
-	ip netns exec "$NS_B" timeout "$tmo" iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J >"$logs/client" 2>&1
-	rc=$?
-	c1=$(cpu_times)
-	cpu=$(cpu_share "$c0" "$c1")
-	cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
-	profile_end
-	wait "$spid"
-	offloads back "$NS_A" veth0
-	offloads back "$NS_B" veth1
-	# What the receiver got, over iperf3's own measured time.
-	[ "$rc" = 0 ] && value=$(python3 -c 'import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-    if "error" not in j:
-        print("%.5f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9))
-except (OSError, ValueError, KeyError, TypeError):
-    pass' "$logs/client")
-	echo "$point,tcp,$rep,$value,Gb/s,,$cpu,$cs" >>"$csv"
-	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,busy cpu s,kernel cpu s $cs)"
-	[ -n "$value" ] || {
-		echo "#   iperf3 exit status $rc"
-		grep -m3 -i '"error"\|error' "$logs/client" | sed 's/^/#   /'
-	}
-}
-
 run_once() {
 	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
 	local pre=() k0 qpid= w0 cs c1
@@ -251,8 +285,8 @@ run_once() {
 	gb=$(fabric_gid_index "$db" "$FABRIC_IP_B")
 	port=$((port + 1))
 	# (Creating and connecting many QPs takes its time under TCG.)
-	local tmo=30
-	[ -z "$qps" ] || tmo=$((30 + qps / 8))
+	local tmo=$((30 + dur))
+	[ -z "$qps" ] || tmo=$((30 + dur + qps / 8))
 	k0=$(kernel_kib)
 	ip netns exec "$NS_A" timeout "$tmo" "${pre[@]}" "$rdma_env" "$prog" -d "$da" -x "$ga" -F -p "$port" "$@" \
 		>"$logs/server" 2>&1 &

@@ -34,10 +34,24 @@ def number(text):
         return None
 
 
+# A CSV whose header lacks this column was written before fabric-bench.sh
+# divided perftest's bytes by its sampling window (2026-12-07).
+WINDOW_COLUMN = "busy_cpu_s"
+
+
+def halved(path):
+    """Whether the CSV at path is from before the sampling-window fix: its
+    perftest figures are bytes over the whole -D time (half the rate at the
+    default 4 s)."""
+    with open(path, newline="") as f:
+        return WINDOW_COLUMN not in (next(csv.reader(f), None) or [])
+
+
 def load(path):
     """(points in order, values, units, CPU per GB): values[point][transport]
     lists each run's figure (None for a failed run); cpu[point][transport]
-    lists (busy, kernel) CPU-seconds per GB of the runs that recorded them."""
+    lists (busy, kernel) CPU-seconds per GB of the runs that recorded them
+    (the busy column was "cpu_s" in the first CSVs that had it)."""
     runs = {}
     order = []
     unit = {}
@@ -55,9 +69,10 @@ def load(path):
                 continue
             v = number(row["value"])
             runs[p][t].append(v)
-            wire, busy, kernel = (number(row.get(k)) for k in
-                                  ("wire_bytes", "busy_cpu_s", "kernel_cpu_s"))
-            if v is not None and wire and wire > 0 and busy is not None and kernel is not None:
+            wire, kernel = number(row.get("wire_bytes")), number(row.get("kernel_cpu_s"))
+            busy = number(row.get(WINDOW_COLUMN) or row.get("cpu_s"))
+            if (v is not None and wire is not None and wire > 0 and busy is not None
+                    and kernel is not None):
                 cpu[p][t].append((busy / (wire / 1e9), kernel / (wire / 1e9)))
     return order, runs, unit, cpu
 
@@ -130,7 +145,7 @@ def print_table(rows, tcp=False, out=sys.stdout):
     cols = ["%-34s" % "point", "%-6s" % "unit", "%-30s" % "MetaRoCE min / median / max",
             "%-30s" % "rxe min / median / max", "%-9s" % "ratio"]
     if tcp:
-        cols += ["%-13s" % "TCP median", "%-9s" % "vs TCP"]
+        cols += ["%-17s" % "TCP median", "%-9s" % "vs TCP"]
     head = " ".join(cols + ["MetaRoCE vs its reference"])
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -149,7 +164,7 @@ def print_table(rows, tcp=False, out=sys.stdout):
         if tcp:
             lo, mid, hi, failed = r["tcp"]
             c = fmt(mid, r["unit"]) + (" (%d failed)" % failed if failed else "")
-            line += ["%-13s" % c,
+            line += ["%-17s" % c,
                      "%-9s" % ("-" if r["ratio_tcp"] is None else "%.2fx" % r["ratio_tcp"])]
         print(" ".join(line + [frac]), file=out)
     print("ratio: MetaRoCE/rxe of the medians (latency: rxe/MetaRoCE, so above 1 is "
@@ -250,20 +265,31 @@ def plot(rows, path, transports=("metaroce", "rxe")):
     return True
 
 
+def render(path, out=sys.stdout):
+    """Prints the tables of the CSV at path; returns (rows, CPU per GB by
+    point, the transports shown)."""
+    order, runs, unit, cpu = load(path)
+    rows = summarize(order, runs, unit)
+    tcp = has(runs, "tcp")
+    shown = TRANSPORTS if tcp else ("metaroce", "rxe")
+    print_table(rows, tcp=tcp, out=out)
+    per_gb = cpu_rows(order, unit, cpu)
+    print_cpu(per_gb, shown, out=out)
+    if halved(path):
+        print("note: this CSV is from before 2026-12-07: its perftest Gb/s are bytes over "
+              "the whole -D time, not perftest's sampling window (half the rate at -D 4; "
+              "ratios between the RDMA transports hold)", file=out)
+    return rows, dict(per_gb), shown
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--out")
     a = ap.parse_args()
-    order, runs, unit, cpu = load(a.csv)
-    rows = summarize(order, runs, unit)
-    tcp = has(runs, "tcp")
-    print_table(rows, tcp=tcp)
-    per_gb = cpu_rows(order, unit, cpu)
-    print_cpu(per_gb, TRANSPORTS if tcp else ("metaroce", "rxe"))
+    rows, per_gb, shown = render(a.csv)
     if a.out:
-        write_csv(rows, os.path.join(a.out, "summary.csv"), dict(per_gb))
-        shown = ("metaroce", "rxe", "tcp") if tcp else ("metaroce", "rxe")
+        write_csv(rows, os.path.join(a.out, "summary.csv"), per_gb)
         if plot(rows, os.path.join(a.out, "bench.png"), shown):
             print("wrote %s and %s" % (os.path.join(a.out, "summary.csv"),
                                        os.path.join(a.out, "bench.png")))
