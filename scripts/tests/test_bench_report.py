@@ -100,7 +100,11 @@ class BenchReport(unittest.TestCase):
                      header=old)
         t = table(p)
         self.assertIn("note: this CSV is from before", t)
+        self.assertNotIn("vs TCP is half", t)
         self.assertIn("4.0 / 2.0", t)
+        p = self.csv([run("write_bw loss 0%", "metaroce", 1, "0.1"),
+                      run("write_bw loss 0%", "tcp", 1, "0.8")], header=old)
+        self.assertIn("vs TCP is half what it should be", table(p))
 
     def test_cpu_seconds_per_gb_are_medians_over_wire_bytes(self):
         p = self.csv([

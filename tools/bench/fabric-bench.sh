@@ -79,11 +79,13 @@ rdma_env=$top/scripts/rdma-env.sh
 repeat=${BENCH_REPEAT:-3}
 dur=${BENCH_DURATION:-4}
 case "$dur" in
-'' | *[!0-9]* | 0)
-	echo "# BENCH_DURATION must be a whole number of seconds above 0, not '$dur'"
-	exit 1
-	;;
+'' | *[!0-9]*) dur=0 ;;
+*) dur=$((10#$dur)) ;;
 esac
+if [ "$dur" = 0 ]; then
+	echo "# BENCH_DURATION must be a whole number of seconds above 0, not '${BENCH_DURATION:-}'"
+	exit 1
+fi
 # perftest's sampling window in -D mode: the run less a margin of a quarter
 # (integer seconds) at each end; below 4 s there is no margin, and the
 # window holds the ramp-up too (figures not comparable with longer runs).
@@ -182,8 +184,8 @@ offloads() {
 offload_state() {
 	ip netns exec "$1" ethtool -k "$2" 2>/dev/null |
 		awk -F': ' '$1 ~ /^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload)$/ {
-			sub(/ .*/, "", $2); v[$1] = $2 }
-		END { if (length(v) == 3) printf "tso %s gso %s gro %s ", v["tcp-segmentation-offload"],
+			sub(/ .*/, "", $2); if (!($1 in v)) n++; v[$1] = $2 }
+		END { if (n == 3) printf "tso %s gso %s gro %s ", v["tcp-segmentation-offload"],
 			v["generic-segmentation-offload"], v["generic-receive-offload"] }'
 }
 
@@ -220,9 +222,6 @@ run_tcp() {
 		cpu=$(cpu_share "$c0" "$c1")
 		cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
 		profile_end
-		# A server whose client never came would wait out its timeout.
-		[ "$rc" = 0 ] || kill "$spid" 2>/dev/null
-		wait "$spid"
 		# What the receiver got, over iperf3's own measured time.
 		value=$(python3 -c 'import json, sys
 try:
@@ -240,6 +239,10 @@ except (OSError, ValueError, KeyError, TypeError) as e:
 			why="iperf3 exit status $rc"
 			value=
 		fi
+		# A server whose client never got through (a refused connection
+		# exits 0) would wait out its timeout.
+		[ -n "$value" ] || kill "$spid" 2>/dev/null
+		wait "$spid"
 	fi
 	offloads back "$NS_A" veth0
 	offloads back "$NS_B" veth1

@@ -278,7 +278,8 @@ def render(path, out=sys.stdout):
     if halved(path):
         print("note: this CSV is from before 2026-12-07: its perftest Gb/s are bytes over "
               "the whole -D time, not perftest's sampling window (half the rate at -D 4; "
-              "ratios between the RDMA transports hold)", file=out)
+              "ratios between the RDMA transports hold%s)"
+              % ("; vs TCP is half what it should be" if tcp else ""), file=out)
     return rows, dict(per_gb), shown
 
 
