@@ -57,13 +57,9 @@ def run(point, transport, rep, value, wire="", busy="", kernel=""):
 
 
 class BenchReport(unittest.TestCase):
-    def tearDown(self):
-        for p in getattr(self, "paths", []):
-            os.unlink(p)
-
     def csv(self, rows, header=NEW):
         p = write(rows, header)
-        self.paths = getattr(self, "paths", []) + [p]
+        self.addCleanup(os.unlink, p)
         return p
 
     def test_tcp_column_and_ratio(self):

@@ -117,28 +117,31 @@ backlog_drops() {
 	echo "$n"
 }
 
-# cpu_share BEFORE AFTER: "busy,user,system,softirq" in percent between two
-# cpu_times.
-cpu_share() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
+# run_costs C0 W0: what a run cost since cpu_times gave C0 and host B's
+# veth1 had sent W0 bytes, as the CSV's last seven columns:
+# "busy,user,system,softirq" in percent of all vCPUs' time (empty if no
+# time passed), then "wire_bytes,busy_s,kernel_s": the bytes veth1 sent
+# meanwhile and the CPU-seconds of all vCPUs, busy (all but idle and
+# iowait) and kernel (system, irq and softirq: the transports' own work; a
+# polling program's spin is user time). cpu_costs and wire_costs split it.
+run_costs() {
+	local c1
+	c1=$(cpu_times)
+	awk -v a="$1" -v b="$c1" -v w="$(($(dev_tx_bytes "$NS_B" veth1) - $2))" \
+		-v hz="$(getconf CLK_TCK)" 'BEGIN {
 		n = split(a, x); split(b, y); total = 0
 		for (i = 1; i <= n; i++) { d[i] = y[i] - x[i]; total += d[i] }
-		if (total <= 0) { print ",,,"; exit }
-		printf "%.0f,%.0f,%.0f,%.0f", 100 * (total - d[4] - d[5]) / total,
+		if (total <= 0) printf ",,,,"
+		else printf "%.0f,%.0f,%.0f,%.0f,", 100 * (total - d[4] - d[5]) / total,
 			100 * (d[1] + d[2]) / total, 100 * d[3] / total, 100 * d[7] / total
+		printf "%d,%.2f,%.2f", w, (total - d[4] - d[5]) / hz, (d[3] + d[6] + d[7]) / hz
 	}'
 }
 
-# cpu_seconds BEFORE AFTER: "busy,kernel" CPU-seconds of all vCPUs between
-# two cpu_times: busy is all but idle and iowait, kernel is system, irq and
-# softirq (the transports' own work; a polling program's spin is user time).
-cpu_seconds() {
-	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {
-		n = split(a, x); split(b, y); total = 0
-		for (i = 1; i <= n; i++) { d[i] = y[i] - x[i]; total += d[i] }
-		printf "%.2f,%.2f", (total - d[4] - d[5]) / hz, (d[3] + d[6] + d[7]) / hz
-	}'
-}
+# cpu_costs COSTS, wire_costs COSTS: run_costs's first four fields (the CPU
+# split), its last three (bytes and CPU-seconds).
+cpu_costs() { echo "${1%,*,*,*}"; }
+wire_costs() { echo "${1#*,*,*,*,}"; }
 
 modprobe rdma_rxe 2>/dev/null || rdma_type_load rxe
 modprobe metaroce 2>/dev/null || rdma_type_load metaroce
@@ -199,7 +202,7 @@ offload_state() {
 # row with an empty value, i.e. a failed run in the table.
 tcp_here=
 run_tcp() {
-	local point=$1 kind=$2 prog=$3 rep=$4 c0 c1 w0 value="" cpu=",,," cs=",," spid rc why=""
+	local point=$1 kind=$2 prog=$3 rep=$4 c0 w0 value="" costs=",,,,,," spid rc why=""
 	local tmo=$((30 + dur))
 	[ "$kind" = bw ] && [ "$prog" = ib_write_bw ] && [ "$tcp_here" = 1 ] || return 0
 	if ! command -v iperf3 >/dev/null; then
@@ -218,9 +221,7 @@ run_tcp() {
 		ip netns exec "$NS_B" timeout "$tmo" iperf3 -c "$FABRIC_IP_A" -p "$port" -t "$dur" -J \
 			>"$logs/client" 2>"$logs/client.err"
 		rc=$?
-		c1=$(cpu_times)
-		cpu=$(cpu_share "$c0" "$c1")
-		cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
+		costs=$(run_costs "$c0" "$w0")
 		profile_end
 		# What the receiver got, over iperf3's own measured time.
 		value=$(python3 -c 'import json, sys
@@ -246,8 +247,8 @@ except (OSError, ValueError, KeyError, TypeError) as e:
 	fi
 	offloads back "$NS_A" veth0
 	offloads back "$NS_B" veth1
-	echo "$point,tcp,$rep,$value,Gb/s,,$cpu,$cs" >>"$csv"
-	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; wire bytes,busy cpu s,kernel cpu s $cs)"
+	echo "$point,tcp,$rep,$value,Gb/s,,$costs" >>"$csv"
+	echo "# $point tcp #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $(cpu_costs "$costs"); wire bytes,busy cpu s,kernel cpu s $(wire_costs "$costs"))"
 	if [ -z "$value" ]; then
 		[ -z "$why" ] || echo "#   $why"
 		tail -3 "$logs/client.err" 2>/dev/null | sed 's/^/#   /'
@@ -274,8 +275,8 @@ plane_fail() {
 	plane_down 1
 }
 run_once() {
-	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0 cpu
-	local pre=() k0 qpid= w0 cs c1
+	local point=$1 type=$2 kind=$3 prog=$4 rep=$5 da db ga gb spid mpid="" line value="" pf="" c0 d0 t0
+	local pre=() k0 qpid= w0 costs
 	shift 5
 	if [ "$type" = tcp ]; then
 		run_tcp "$point" "$kind" "$prog" "$rep"
@@ -329,9 +330,7 @@ run_once() {
 			'BEGIN { if (k != "") printf "# qp-memory: %s %s #%s: %d KiB for %d QPs, %.1f KiB per QP\n", p, t, r, k, 2 * n, k / (2 * n) }'
 		rm -f "$logs/kmem"
 	fi
-	c1=$(cpu_times)
-	cpu=$(cpu_share "$c0" "$c1")
-	cs=$(($(dev_tx_bytes "$NS_B" veth1) - w0)),$(cpu_seconds "$c0" "$c1")
+	costs=$(run_costs "$c0" "$w0")
 	t0=$((($(date +%s%N) - t0) / 1000000))
 	d0=$(($(backlog_drops) - d0))
 	profile_end
@@ -350,8 +349,8 @@ run_once() {
 			pf=$5 ;;
 		esac
 	fi
-	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$cpu,$cs" >>"$csv"
-	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $cpu; client ran $t0 ms; $d0 backlog drops; wire bytes,busy cpu s,kernel cpu s $cs)"
+	echo "$point,$type,$rep,$value,$([ "$kind" = bw ] && echo Gb/s || echo us),$pf,$costs" >>"$csv"
+	echo "# $point $type #$rep: ${value:-failed} (cpu busy,user,sys,softirq % $(cpu_costs "$costs"); client ran $t0 ms; $d0 backlog drops; wire bytes,busy cpu s,kernel cpu s $(wire_costs "$costs"))"
 	[ -n "$value" ] || tail -3 "$logs/client" | sed 's/^/#   /'
 }
 

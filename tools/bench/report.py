@@ -22,7 +22,10 @@ import os
 import statistics
 import sys
 
-TRANSPORTS = ("metaroce", "rxe", "tcp")
+# The RDMA transports: the table's first columns, and every table's before
+# TCP was added.
+RDMA = ("metaroce", "rxe")
+TRANSPORTS = RDMA + ("tcp",)
 NAMES = {"metaroce": "MetaRoCE", "rxe": "rdma_rxe", "tcp": "TCP"}
 
 
@@ -151,7 +154,7 @@ def print_table(rows, tcp=False, out=sys.stdout):
     print("-" * len(head), file=out)
     for r in rows:
         cells = []
-        for t in ("metaroce", "rxe"):
+        for t in RDMA:
             lo, mid, hi, failed = r[t]
             c = "%s / %s / %s" % (fmt(lo, r["unit"]), fmt(mid, r["unit"]), fmt(hi, r["unit"]))
             if failed:
@@ -214,7 +217,7 @@ def write_csv(rows, path, cpu=None):
         w = csv.writer(f)
         # The columns of the first version first, in their places; TCP's
         # and the CPU figures after them.
-        w.writerow(["point", "unit"] + ["%s_%s" % (t, s) for t in ("metaroce", "rxe")
+        w.writerow(["point", "unit"] + ["%s_%s" % (t, s) for t in RDMA
                                         for s in ("min", "median", "max", "failed")] +
                    ["ratio", "fraction_of_reference", "reference"] +
                    ["tcp_%s" % s for s in ("min", "median", "max", "failed")] + ["ratio_tcp"] +
@@ -222,7 +225,7 @@ def write_csv(rows, path, cpu=None):
                     for k in ("busy", "kernel")])
         for r in rows:
             cells = []
-            for t in ("metaroce", "rxe"):
+            for t in RDMA:
                 cells += ["" if v is None else v for v in r[t]]
             per_gb = []
             for t in TRANSPORTS:
@@ -236,7 +239,7 @@ def write_csv(rows, path, cpu=None):
                        ["" if r["ratio_tcp"] is None else "%.4f" % r["ratio_tcp"]] + per_gb)
 
 
-def plot(rows, path, transports=("metaroce", "rxe")):
+def plot(rows, path, transports=RDMA):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -271,7 +274,7 @@ def render(path, out=sys.stdout):
     order, runs, unit, cpu = load(path)
     rows = summarize(order, runs, unit)
     tcp = has(runs, "tcp")
-    shown = TRANSPORTS if tcp else ("metaroce", "rxe")
+    shown = TRANSPORTS if tcp else RDMA
     print_table(rows, tcp=tcp, out=out)
     per_gb = cpu_rows(order, unit, cpu)
     print_cpu(per_gb, shown, out=out)
