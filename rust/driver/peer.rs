@@ -22,7 +22,7 @@ use crate::abstractions::{
     types::{IpAddr, WcStatus},
 };
 use crate::transport::{
-    conn::{Config, Connection, Received, Transmit, PORT_BASE},
+    conn::{Config, Connection, Received, Transmit},
     framing::TRANSPORT_HEADER_MAX,
     session::{patience_ns, HelloOutcome, Session},
     trace::TraceEvent,
@@ -181,6 +181,9 @@ impl Peer {
     /// while the handshake is incomplete).
     fn send_hellos(&self, ps: &mut PeerInner, now: u64) {
         let mut buf = [0u8; 32];
+        // From a route that worked both ways (a keepalive on a failed one
+        // would take a live peer for dead).
+        let sport = ps.session.hello_port(&ps.conn);
         // At most a challenge, a reply and one of our own.
         for _ in 0..3 {
             let Some(n) = ps.session.poll_hello(now, &mut buf) else {
@@ -188,7 +191,7 @@ impl Peer {
             };
             if let Some(h) = buf.get(..n) {
                 bump(&self.dev.counters.hellos);
-                self.dev.send(self.ip, PORT_BASE, h, 0, |_| Ok(()), None);
+                self.dev.send(self.ip, sport, h, 0, |_| Ok(()), None);
             }
         }
     }

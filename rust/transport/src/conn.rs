@@ -756,6 +756,26 @@ impl<const P: usize> Connection<P> {
         self.window_now()
     }
 
+    /// The path whose packets the peer acknowledged last (its route worked
+    /// both ways), other than path `except`; `None` before any was. A path
+    /// that moved since lost its claim.
+    fn last_proven(&self, except: Option<usize>) -> Option<&TxPath> {
+        self.tx
+            .iter()
+            .take(self.n_paths())
+            .enumerate()
+            .filter(|&(j, q)| Some(j) != except && q.acked_at > 0)
+            .max_by_key(|(_, q)| q.acked_at)
+            .map(|(_, q)| q)
+    }
+
+    /// The source port of the path the peer acknowledged last: a route
+    /// known to work both ways, for a datagram outside the paths that must
+    /// reach the peer (a keepalive). `None` before any acknowledgement.
+    pub fn proven_sport(&self) -> Option<u16> {
+        self.last_proven(None).map(|q| q.sport)
+    }
+
     /// Path `path` as it is now (`None` past the paths in use). For
     /// telemetry.
     pub fn path_info(&self, path: u16) -> Option<PathInfo> {

@@ -68,6 +68,9 @@ pub struct Verdict {
     /// incarnation of the peer, and the one we know has to answer or stay
     /// silent.
     pub challenge: bool,
+    /// The hello came from the incarnation we know and named our epoch: the
+    /// peer is alive (an answer to a challenge, or a challenge of its own).
+    pub known: bool,
 }
 
 /// One end's view of the handshake.
@@ -188,6 +191,7 @@ impl Handshake {
                 // Only the incarnation we know can name both epochs.
                 self.confirmed = true;
                 self.claimed_at = None;
+                v.known = true;
                 v.reply = flags & hello_flags::CHALLENGE != 0 && self.may_reply(now);
             } else {
                 // It does not know our epoch (yet).
@@ -409,17 +413,20 @@ mod tests {
                 !v.reset,
                 "round {round}: one hello tore the connection down"
             );
-            assert!(v.challenge);
-            // A challenges B's incarnation; B answers; A believes B.
+            assert!(v.challenge && !v.known, "a claim is no sign of life");
+            // A challenges B's incarnation; B answers; A believes B, and
+            // each knows the other alive.
             let v = deliver_with(|buf| a.challenge(buf), &mut b, t + MS);
             assert_eq!(
                 v,
                 Verdict {
                     reply: true,
+                    known: true,
                     ..Verdict::default()
                 }
             );
-            assert!(!deliver(&b, &mut a, t + 2 * MS).reply);
+            let v = deliver(&b, &mut a, t + 2 * MS);
+            assert!(!v.reply && v.known);
         }
         assert!(a.ready() && b.ready());
         assert_eq!((a.epoch(), a.remote()), (100, 900));
@@ -467,6 +474,7 @@ mod tests {
         assert!(v.reply);
         let v = deliver(&b2, &mut a, t0 + 2 * MS);
         assert!(!v.reset);
+        assert!(!v.known, "b2's answer is no sign of B's life");
         assert_eq!(a.remote(), 900, "b2's answer names its own epoch, not B's");
         let _ = &mut b;
         assert!(deliver(&b2, &mut a, t0 + RESTART_SILENCE_NS).reset);

@@ -46,7 +46,7 @@
 //! connection that counted goes away.
 
 use super::cc::fair_share;
-use super::conn::{Config, Connection, Received};
+use super::conn::{Config, Connection, Received, PORT_BASE};
 use super::framing::HEADER_OVERHEAD;
 use super::handshake::Handshake;
 
@@ -64,6 +64,18 @@ pub const HELLO_SLOW_NS: u64 = 8_000_000_000;
 
 /// How often the patience of what waits on the peer is looked at.
 pub const ALIVE_CHECK_NS: u64 = 100_000_000;
+
+/// How long a peer may stay silent while requests wait on it before it is
+/// asked whether it is alive: a challenge hello (which only the incarnation
+/// we know can answer), from the port of the path acknowledged last, then
+/// again every as long while the silence lasts. A live peer answers even
+/// when every packet in flight to it sits on routes that failed: their
+/// paths move only after their probes go unanswered (four probe timers of
+/// up to a second each when nothing else is acknowledged meanwhile), and a
+/// packet moved onto another failed route waits as long again; its silence
+/// is then no verdict on it (CI, 2026-12-07: a plane failed under a
+/// transfer, and a live peer was taken for dead after 10 s).
+pub const KEEPALIVE_NS: u64 = 1_000_000_000;
 
 /// The least time a peer may stay silent while requests wait on it before
 /// they fail, whatever their own timeout says: a path's probe timer backs
@@ -154,6 +166,10 @@ pub struct Session {
     /// Requests waited on the peer at the last look.
     waiting: bool,
     next_check: u64,
+    /// The earliest time the next keepalive challenge may go.
+    next_keepalive: u64,
+    /// Keepalive challenges sent, for statistics.
+    keepalives: u64,
     /// When the peer last sent new data, while it counts as a sender.
     sending_at: Option<u64>,
     /// The (capacity, senders) the connection's hint was last set from.
@@ -182,6 +198,8 @@ impl Session {
             alive_at: now,
             waiting: false,
             next_check: now,
+            next_keepalive: now,
+            keepalives: 0,
             sending_at: None,
             shared: None,
             quiet_ns: cfg.active_ns,
@@ -213,6 +231,20 @@ impl Session {
     /// Hellos and challenges sent.
     pub const fn hellos_sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Keepalive challenges sent (a peer silent for [`KEEPALIVE_NS`] while
+    /// requests waited on it).
+    pub const fn keepalives_sent(&self) -> u64 {
+        self.keepalives
+    }
+
+    /// The UDP source port hellos to the peer leave from: that of the path
+    /// the peer acknowledged last (a route that worked both ways), else
+    /// [`PORT_BASE`]. A keepalive sent on a failed route would take a live
+    /// peer for dead.
+    pub fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
+        conn.proven_sport().unwrap_or(PORT_BASE)
     }
 
     /// Whether the peer counts as a sender to us now.
@@ -254,6 +286,10 @@ impl Session {
         let v = self.hs.on_hello(from, from_isn, to, flags, now);
         self.challenge |= v.challenge;
         self.reply |= v.reply;
+        if v.known {
+            // The incarnation we know: alive, whatever its data does.
+            self.alive_at = now;
+        }
         if v.reset {
             // A new connection: its hint is set afresh, and the peer's
             // new incarnation is asked promptly should our reply be lost.
@@ -309,7 +345,13 @@ impl Session {
             self.alive_at = now;
         }
         self.next_check = now.saturating_add(ALIVE_CHECK_NS);
-        Some(now.saturating_sub(self.alive_at))
+        let silent = now.saturating_sub(self.alive_at);
+        if self.waiting && self.hs.ready() && silent >= KEEPALIVE_NS && now >= self.next_keepalive {
+            self.challenge = true;
+            self.keepalives = self.keepalives.saturating_add(1);
+            self.next_keepalive = now.saturating_add(KEEPALIVE_NS);
+        }
+        Some(silent)
     }
 
     /// Whether anything still waits on the peer after a look. With nothing

@@ -684,6 +684,23 @@ fn a_replayed_ack_is_no_rtt_sample() {
     assert_eq!(tx.srtt_us(), srtt, "the copies were RTT samples");
 }
 
+/// The port a keepalive leaves from is that of the path acknowledged last:
+/// none before any ACK, and not merely one a packet left from.
+#[test]
+fn the_proven_port_is_the_last_acknowledged_paths() {
+    let (mut rx, mut tx, pkt, sport) = first_packet(4);
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    assert_eq!(tx.proven_sport(), None, "sent, not acknowledged");
+    assert!(rx.on_datagram(SECOND, &pkt, sport, false).is_ok());
+    assert_eq!(rx.proven_sport(), None, "received is not proven");
+    let t = rx.poll_transmit(SECOND + 20_000, &mut hdr).unwrap();
+    let ack = hdr[..t.len].to_vec();
+    assert!(tx
+        .on_datagram(SECOND + 40_000, &ack, t.sport, false)
+        .is_ok());
+    assert_eq!(tx.proven_sport(), Some(sport));
+}
+
 #[test]
 fn both_directions_at_once() {
     let msgs_a = workload(30, 2, &[5000, 100]);

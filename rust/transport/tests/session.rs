@@ -7,10 +7,12 @@
 //! share as senders come and go.
 
 use metaroce_transport::cc::fair_share;
-use metaroce_transport::conn::{Config, Connection, Message, PostError, Received, PORT_BASE};
+use metaroce_transport::conn::{Config, Connection, Message, PostError, Received};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::handshake::RESTART_SILENCE_NS;
-use metaroce_transport::session::{HelloOutcome, Session, SessionConfig, MIN_DEAD_NS};
+use metaroce_transport::session::{
+    HelloOutcome, Session, SessionConfig, ALIVE_CHECK_NS, KEEPALIVE_NS, MIN_DEAD_NS,
+};
 use metaroce_transport::stream::RecvStream;
 use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
 use proptest::prelude::*;
@@ -84,6 +86,9 @@ struct Net {
     busy_until: u64,
     /// The longest wait in its queue since last cleared, ns.
     max_queue_ns: u64,
+    /// A host whose datagrams other than hellos are all lost: every route
+    /// its paths take has failed, while the one its hellos take works.
+    cut: Option<u32>,
 }
 
 impl Net {
@@ -111,6 +116,7 @@ impl Net {
             bottleneck: None,
             busy_until: 0,
             max_queue_ns: 0,
+            cut: None,
         }
     }
 
@@ -160,6 +166,10 @@ impl Net {
         if self.rng.next() % 1000 < self.loss {
             return;
         }
+        if self.cut == Some(from) && wire::peek(&bytes).is_none_or(|(t, _)| t != PacketType::Hello)
+        {
+            return;
+        }
         self.seq += 1;
         let mut at = self.now;
         if let Some(bps) = self.bottleneck.filter(|b| b.0 == to).map(|b| b.1) {
@@ -197,7 +207,7 @@ impl Net {
         let mut out = Vec::new();
         let mut buf = [0u8; 32];
         while let Some(n) = l.session.poll_hello(now, &mut buf) {
-            out.push((PORT_BASE, buf[..n].to_vec()));
+            out.push((l.session.hello_port(&l.conn), buf[..n].to_vec()));
         }
         let hellos = out.len() as u64;
         if l.session.ready() {
@@ -450,6 +460,35 @@ fn a_silent_peer_is_measured_while_requests_wait() {
     net.send(0, 1, 2000);
     net.run(MIN_DEAD_NS);
     assert!(net.hosts[0].links[&1].silent_waiting < 50 * MS);
+}
+
+#[test]
+fn a_live_peer_behind_failed_routes_is_asked_and_not_taken_for_dead() {
+    // Host 0's data stops reaching host 1 mid-transfer (every route its
+    // paths take failed; the one of a datagram from another port works):
+    // host 1 then sends nothing, since it only answers. Host 0's paths
+    // probe and move, to no avail, for three times the least patience.
+    let mut net = Net::new(2, 1_000_000, 5);
+    net.send(0, 1, 3000);
+    net.run(5 * MS);
+    assert!(net.hosts[1].links[&0].delivered < 3000, "mid-transfer");
+    net.cut = Some(0);
+    let (from, until) = (net.now, net.now + 3 * MIN_DEAD_NS);
+    net.run(until);
+    let l = &net.hosts[0].links[&1];
+    assert!(l.conn.outstanding() > 0, "still waiting");
+    // The peer answers every keepalive: its silence never reaches one
+    // keepalive interval and a look more (and a round trip).
+    let s = l.silent_waiting;
+    assert!(s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
+    // One keepalive per interval of silence, no more.
+    let k = l.session.keepalives_sent();
+    let most = (until - from) / KEEPALIVE_NS;
+    assert!(
+        (most / 2..=most).contains(&k),
+        "{k} keepalives, at most {most}"
+    );
+    assert_eq!(net.hosts[0].links[&1].resets, 0);
 }
 
 #[test]

@@ -31,8 +31,6 @@ use super::{Datagram, Endpoint, EndpointConfig, Flow, Ns};
 pub const MAX_PATHS: usize = 8;
 /// A peer counts as an active sender for this long after its last data.
 pub const ACTIVE_NS: Ns = 500_000;
-/// The UDP source port hellos leave from.
-const HELLO_PORT: u16 = metaroce_transport::conn::PORT_BASE;
 
 type Conn = Connection<MAX_PATHS>;
 
@@ -184,13 +182,14 @@ impl MetaRoceHost {
         p.session.share(&mut p.conn, capacity_kbps, self.active);
         let mut hello = [0u8; 32];
         let mut hellos = Vec::new();
+        let hello_port = p.session.hello_port(&p.conn);
         while let Some(n) = p.session.poll_hello(now, &mut hello) {
             hellos.push(hello[..n].to_vec());
         }
         let ready = p.session.ready();
         for h in hellos {
             self.hellos += 1;
-            tx.push(self.datagram(peer, HELLO_PORT, h));
+            tx.push(self.datagram(peer, hello_port, h));
         }
         let p = self.peers.get_mut(&peer).expect("looked up above");
         // Until nothing more is posted or sent.
