@@ -48,6 +48,7 @@ struct PeerView {
     hint_kbps: u32,
     trace_lost: u64,
     keepalives: u64,
+    silent_max_ms: u64,
     stats: Stats,
     /// On the heap (about 1.5 KiB: not on a debug kernel's stack).
     paths: KVec<PathInfo>,
@@ -78,6 +79,7 @@ fn view(p: &PeerNode) -> Result<PeerView, fmt::Error> {
         hint_kbps: c.rate_hint(),
         trace_lost: c.trace_overwritten(),
         keepalives: ps.session.keepalives_sent(),
+        silent_max_ms: ps.session.longest_silence() / 1_000_000,
         stats: *c.stats(),
         paths,
     })
@@ -113,10 +115,10 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     )?;
     write!(
         f,
-        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} deferred {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {} keepalives {}",
+        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} deferred {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {} keepalives {} silent_max_ms {}",
         s.tx_data, s.retransmits, s.spurious, s.relocations, s.path_moves, s.timeouts, s.deferred_probes,
         s.tx_acks, s.rx_acks, s.tx_naks, s.rx_naks, s.rx_data, s.rx_duplicates, s.ce_echoed,
-        s.rx_errors, v.keepalives
+        s.rx_errors, v.keepalives, v.silent_max_ms
     )?;
     for (r, n) in DropReason::ALL.iter().zip(s.drops.iter()) {
         if *n > 0 {

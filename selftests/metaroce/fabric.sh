@@ -111,6 +111,9 @@ if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
 	for side in client server; do
 		tail -n 5 "$dir/$side" | tr -d '\r' | while IFS= read -r l; do ktap_info "$side: $l"; done
 	done
+	# The kernel's verdict on either peer (silent, restarted), if it gave one.
+	dmesg | grep -E "($RDMA_A|$RDMA_B): peer .* (silent|restarted)" | tail -n 4 |
+		while IFS= read -r l; do ktap_info "kernel: $l"; done
 fi
 moved=0
 for ((i = 0; i < PLANES; i++)); do
@@ -129,6 +132,12 @@ check "the other planes carry the rest (over $want bytes)" test "$moved" -gt "$w
 if mountpoint -q /sys/kernel/debug; then
 	for d in "$RDMA_A" "$RDMA_B"; do
 		grep '^path ' "/sys/kernel/debug/metaroce/$d" | while IFS= read -r l; do ktap_info "$d: $l"; done
+	done
+	# Challenges sent because the peer was silent for a second while
+	# requests waited (rust/transport/src/session.rs, KEEPALIVE_NS), and
+	# the longest such silence.
+	for d in "$RDMA_A" "$RDMA_B"; do
+		ktap_info "$d: $(sed -n 's/^peer \([^ ]*\) .* keepalives \([0-9]*\) silent_max_ms \([0-9]*\).*/\2 keepalives to \1, silent for up to \3 ms/p' "/sys/kernel/debug/metaroce/$d")"
 	done
 	moves1=$(($(path_sum "$RDMA_A" moves) + $(path_sum "$RDMA_B" moves)))
 	ktap_info "A's and B's paths moved $moves0 times before plane 1 failed, $moves1 by the end"

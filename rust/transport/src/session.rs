@@ -170,6 +170,8 @@ pub struct Session {
     next_keepalive: u64,
     /// Keepalive challenges sent, for statistics.
     keepalives: u64,
+    /// The longest silence a look measured while requests waited.
+    longest_silence: u64,
     /// When the peer last sent new data, while it counts as a sender.
     sending_at: Option<u64>,
     /// The (capacity, senders) the connection's hint was last set from.
@@ -200,6 +202,7 @@ impl Session {
             next_check: now,
             next_keepalive: now,
             keepalives: 0,
+            longest_silence: 0,
             sending_at: None,
             shared: None,
             quiet_ns: cfg.active_ns,
@@ -237,6 +240,12 @@ impl Session {
     /// requests waited on it).
     pub const fn keepalives_sent(&self) -> u64 {
         self.keepalives
+    }
+
+    /// The longest the peer was silent while requests waited on it, as the
+    /// looks every [`ALIVE_CHECK_NS`] measured it (nanoseconds).
+    pub const fn longest_silence(&self) -> u64 {
+        self.longest_silence
     }
 
     /// The UDP source port hellos to the peer leave from: that of the path
@@ -346,6 +355,7 @@ impl Session {
         }
         self.next_check = now.saturating_add(ALIVE_CHECK_NS);
         let silent = now.saturating_sub(self.alive_at);
+        self.longest_silence = self.longest_silence.max(silent);
         if self.waiting && self.hs.ready() && silent >= KEEPALIVE_NS && now >= self.next_keepalive {
             self.challenge = true;
             self.keepalives = self.keepalives.saturating_add(1);

@@ -455,6 +455,8 @@ fn a_silent_peer_is_measured_while_requests_wait() {
     net.run(5 * MS + MIN_DEAD_NS + 200 * MS);
     let s = net.hosts[0].links[&1].silent_waiting;
     assert!(s >= MIN_DEAD_NS, "silent {s} ns");
+    // The session's own record (the telemetry's silent_max_ms) agrees.
+    assert_eq!(net.hosts[0].links[&1].session.longest_silence(), s);
     // A peer that answers is never measured silent for long.
     let mut net = Net::new(2, 0, 4);
     net.send(0, 1, 2000);
@@ -481,6 +483,7 @@ fn a_live_peer_behind_failed_routes_is_asked_and_not_taken_for_dead() {
     // keepalive interval and a look more (and a round trip).
     let s = l.silent_waiting;
     assert!(s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
+    assert_eq!(l.session.longest_silence(), s);
     // One keepalive per interval of silence, no more.
     let k = l.session.keepalives_sent();
     let most = (until - from) / KEEPALIVE_NS;
