@@ -181,11 +181,11 @@ impl Peer {
     /// while the handshake is incomplete).
     fn send_hellos(&self, ps: &mut PeerInner, now: u64) {
         let mut buf = [0u8; 32];
-        // From a route that worked both ways (a keepalive on a failed one
-        // would take a live peer for dead).
-        let sport = ps.session.hello_port(&ps.conn);
         // At most a challenge, a reply and one of our own.
         for _ in 0..3 {
+            // Not from a route known to have failed (a keepalive that
+            // cannot arrive would take a live peer for dead).
+            let sport = ps.session.hello_port(&ps.conn);
             let Some(n) = ps.session.poll_hello(now, &mut buf) else {
                 break;
             };
@@ -474,7 +474,7 @@ impl Peer {
         // connection (which also counts a malformed hello it is handed).
         if wire::peek(pkt.payload).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(pkt.payload) {
-                self.on_hello(ps, h.epoch, h.isn, h.common.conn, h.common.flags);
+                self.on_hello(ps, h.epoch, h.isn, h.common.conn, h.common.flags, pkt.sport);
                 self.pump(timer, ps, false);
                 return;
             }
@@ -583,6 +583,9 @@ impl Peer {
         let mut waiting = false;
         let mut gave_up = false;
         let mut failed = 0u32;
+        // The peer answered a keepalive while its connection carried
+        // nothing: an answer may be waiting on a failed route as well.
+        let kept = session.keepalive_answered_at(now);
         for s in streams.iter() {
             let mut st = s.qp.st.lock();
             if st.sq.is_empty() && st.owed.is_empty() {
@@ -615,7 +618,7 @@ impl Peer {
                 let since = if e.passed_at != 0 {
                     e.passed_at
                 } else {
-                    e.delivered_at.max(*answered_at)
+                    e.delivered_at.max(*answered_at).max(kept)
                 };
                 now.saturating_sub(since) >= p
             });
@@ -655,9 +658,9 @@ impl Peer {
     /// packets named an epoch the peer no longer has) and start again on the
     /// new connection, so that a queue pair set up against the peer's new
     /// incarnation while its hello was on the way loses nothing.
-    fn on_hello(&self, ps: &mut PeerInner, from: u32, isn: u32, to: u32, flags: u8) {
+    fn on_hello(&self, ps: &mut PeerInner, from: u32, isn: u32, to: u32, flags: u8, sport: u16) {
         let mtu = u32::from(ps.conn.config().max_payload);
-        match ps.session.on_hello(from, isn, to, flags, now_ns()) {
+        match ps.session.on_hello(from, isn, to, flags, sport, now_ns()) {
             HelloOutcome::Nothing => {}
             HelloOutcome::Rekey => ps.conn.configure(conn_config(&ps.session, &self.ip, mtu)),
             HelloOutcome::Reset => {

@@ -49,6 +49,7 @@ struct PeerView {
     trace_lost: u64,
     keepalives: u64,
     silent_max_ms: u64,
+    quiet_max_ms: u64,
     stats: Stats,
     /// On the heap (about 1.5 KiB: not on a debug kernel's stack).
     paths: KVec<PathInfo>,
@@ -80,6 +81,7 @@ fn view(p: &PeerNode) -> Result<PeerView, fmt::Error> {
         trace_lost: c.trace_overwritten(),
         keepalives: ps.session.keepalives_sent(),
         silent_max_ms: ps.session.longest_silence() / 1_000_000,
+        quiet_max_ms: ps.session.longest_quiet() / 1_000_000,
         stats: *c.stats(),
         paths,
     })
@@ -115,16 +117,22 @@ fn write_peer(f: &mut fmt::Formatter<'_>, v: &PeerView) -> fmt::Result {
     )?;
     write!(
         f,
-        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} deferred {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {} keepalives {} silent_max_ms {}",
+        " sent {} resent {} spurious {} relocated {} moves {} timeouts {} deferred {} acks_sent {} acks_rcvd {} naks_sent {} naks_rcvd {} rcvd {} duplicates {} ce_echoed {} dropped {}",
         s.tx_data, s.retransmits, s.spurious, s.relocations, s.path_moves, s.timeouts, s.deferred_probes,
         s.tx_acks, s.rx_acks, s.tx_naks, s.rx_naks, s.rx_data, s.rx_duplicates, s.ce_echoed,
-        s.rx_errors, v.keepalives, v.silent_max_ms
+        s.rx_errors
     )?;
     for (r, n) in DropReason::ALL.iter().zip(s.drops.iter()) {
         if *n > 0 {
             write!(f, " drop_{} {n}", r.name())?;
         }
     }
+    // The session's (added after the connection's counters).
+    write!(
+        f,
+        " keepalives {} silent_max_ms {} quiet_max_ms {}",
+        v.keepalives, v.silent_max_ms, v.quiet_max_ms
+    )?;
     writeln!(f)?;
     for (i, p) in v.paths.iter().enumerate() {
         let (t, r) = (&p.tx, &p.rx);

@@ -57,6 +57,7 @@ all_planes
 # selftests/metaroce/settings' 1500 s. (mr-integrity's -t fails a transfer
 # that stalls for 60 s.)
 dir=$(mktemp -d)
+kmsg_mark
 ip netns exec "$NS_A" timeout 400 "$MR_INTEGRITY" -d "$RDMA_A" -p 18710 \
 	-n 24 -q 2 -s 1M -t 60 >"$dir/server" 2>&1 &
 spid=$!
@@ -111,8 +112,9 @@ if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
 	for side in client server; do
 		tail -n 5 "$dir/$side" | tr -d '\r' | while IFS= read -r l; do ktap_info "$side: $l"; done
 	done
-	# The kernel's verdict on either peer (silent, restarted), if it gave one.
-	dmesg | grep -E "($RDMA_A|$RDMA_B): peer .* (silent|restarted)" | tail -n 4 |
+	# The kernel's verdict on either peer (silent, restarted), if it gave
+	# one during the transfer.
+	kmsg_since | grep -E ": ($RDMA_A|$RDMA_B): peer .* (silent|restarted)" | tail -n 4 |
 		while IFS= read -r l; do ktap_info "kernel: $l"; done
 fi
 moved=0
@@ -134,10 +136,11 @@ if mountpoint -q /sys/kernel/debug; then
 		grep '^path ' "/sys/kernel/debug/metaroce/$d" | while IFS= read -r l; do ktap_info "$d: $l"; done
 	done
 	# Challenges sent because the peer was silent for a second while
-	# requests waited (rust/transport/src/session.rs, KEEPALIVE_NS), and
-	# the longest such silence.
+	# requests waited (rust/transport/src/session.rs, KEEPALIVE_NS), the
+	# longest silence with their answers, and without them (the
+	# connection's own).
 	for d in "$RDMA_A" "$RDMA_B"; do
-		ktap_info "$d: $(sed -n 's/^peer \([^ ]*\) .* keepalives \([0-9]*\) silent_max_ms \([0-9]*\).*/\2 keepalives to \1, silent for up to \3 ms/p' "/sys/kernel/debug/metaroce/$d")"
+		ktap_info "$d: $(sed -n 's/^peer \([^ ]*\) .* keepalives \([0-9]*\) silent_max_ms \([0-9]*\) quiet_max_ms \([0-9]*\).*/\2 keepalives to \1, silent for up to \3 ms, the connection quiet for up to \4 ms/p' "/sys/kernel/debug/metaroce/$d")"
 	done
 	moves1=$(($(path_sum "$RDMA_A" moves) + $(path_sum "$RDMA_B" moves)))
 	ktap_info "A's and B's paths moved $moves0 times before plane 1 failed, $moves1 by the end"

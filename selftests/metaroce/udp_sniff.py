@@ -6,14 +6,16 @@
 
 Runs until SIGTERM or SIGINT, then writes one line per direction seen:
 
-    SADDR>DADDR data=N hello=N ack=N other=N sports=N concurrent=N paths=N conns=HEX,... streams=N ce=N echoed=N missed=N
+    SADDR>DADDR data=N hello=N challenge=N ack=N other=N sports=N concurrent=N paths=N conns=HEX,... streams=N ce=N echoed=N missed=N
 
 `sports`: distinct UDP source ports of data packets; `concurrent`: the most
 source ports in use at once (a port is in use from its first data packet to
 its last, counted in data packets: a path that moves to a new port leaves its
 old one, though a packet sent on the old port just before the move may arrive
 after the new port's first); `paths`: distinct path ids (bytes 2..4) of data
-packets; `conns`: distinct
+packets; `challenge`: hellos with the CHALLENGE flag (a doubted restart
+claim, or a keepalive to a peer silent for a second), counted in `hello`
+too; `conns`: distinct
 connection ids (bytes 4..8 of the MetaRoCE header) of data packets; `streams`:
 distinct stream ids (bytes 20..24) of data packets; `ce`: data packets that
 arrived marked ECN CE; `echoed`: the sum of the CE counts the ACKs carry (the
@@ -81,8 +83,9 @@ def main():
         if len(mr) < 16:
             continue
         key = "%s>%s" % (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]))
-        d = seen.setdefault(key, {"data": 0, "hello": 0, "ack": 0, "other": 0, "ce": 0,
-                                  "echoed": 0, "sports": set(), "paths": set(), "conns": set(),
+        d = seen.setdefault(key, {"data": 0, "hello": 0, "challenge": 0, "ack": 0, "other": 0,
+                                  "ce": 0, "echoed": 0, "sports": set(), "paths": set(),
+                                  "conns": set(),
                                   "streams": set(), "span": {}})
         ptype = mr[0] & 0x0F
         if ptype == 1 and len(mr) >= 36:
@@ -97,6 +100,9 @@ def main():
                 d["ce"] += 1
         elif ptype == 4:
             d["hello"] += 1
+            # Hello flag CHALLENGE (byte 1): a claim doubted, or a keepalive.
+            if mr[1] & 1:
+                d["challenge"] += 1
         elif ptype == 2:
             d["ack"] += 1
             if len(mr) >= 50:
@@ -107,9 +113,10 @@ def main():
     _, missed = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
     with open(out, "w") as f:
         for key, d in sorted(seen.items()):
-            f.write("%s data=%d hello=%d ack=%d other=%d sports=%d concurrent=%d paths=%d conns=%s "
-                    "streams=%d ce=%d echoed=%d missed=%d\n" % (
-                        key, d["data"], d["hello"], d["ack"], d["other"], len(d["sports"]),
+            f.write("%s data=%d hello=%d challenge=%d ack=%d other=%d sports=%d concurrent=%d "
+                    "paths=%d conns=%s streams=%d ce=%d echoed=%d missed=%d\n" % (
+                        key, d["data"], d["hello"], d["challenge"], d["ack"], d["other"],
+                        len(d["sports"]),
                         concurrent(d["span"].values()), len(d["paths"]),
                         ",".join(sorted(d["conns"])) or "-", len(d["streams"]), d["ce"],
                         d["echoed"], missed))

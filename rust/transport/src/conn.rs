@@ -756,24 +756,26 @@ impl<const P: usize> Connection<P> {
         self.window_now()
     }
 
-    /// The path whose packets the peer acknowledged last (its route worked
-    /// both ways), other than path `except`; `None` before any was. A path
-    /// that moved since lost its claim.
-    fn last_proven(&self, except: Option<usize>) -> Option<&TxPath> {
+    /// The source port of the path the peer acknowledged last among those
+    /// not suspect (no probe timer expired since): a route that worked both
+    /// ways, for a datagram outside the paths that must reach the peer (a
+    /// keepalive). `None` before any acknowledgement. (A path that moves
+    /// loses its claim; `fail_path` borrows the route only if the ACK was
+    /// recent.)
+    pub fn proven_sport(&self) -> Option<u16> {
         self.tx
             .iter()
             .take(self.n_paths())
-            .enumerate()
-            .filter(|&(j, q)| Some(j) != except && q.acked_at > 0)
-            .max_by_key(|(_, q)| q.acked_at)
-            .map(|(_, q)| q)
+            .filter(|q| q.acked_at > 0 && q.expiries == 0)
+            .max_by_key(|q| q.acked_at)
+            .map(|q| q.sport)
     }
 
-    /// The source port of the path the peer acknowledged last: a route
-    /// known to work both ways, for a datagram outside the paths that must
-    /// reach the peer (a keepalive). `None` before any acknowledgement.
-    pub fn proven_sport(&self) -> Option<u16> {
-        self.last_proven(None).map(|q| q.sport)
+    /// The source port path `turn` (modulo the paths in use) takes now.
+    pub fn path_sport(&self, turn: u64) -> Option<u16> {
+        let n = self.n_paths() as u64;
+        let i = turn.checked_rem(n)?;
+        self.tx.get(usize::try_from(i).ok()?).map(|q| q.sport)
     }
 
     /// Path `path` as it is now (`None` past the paths in use). For

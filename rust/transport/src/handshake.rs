@@ -453,6 +453,8 @@ mod tests {
                 a.on_hello(900, 0, 7, 0, t)
             };
             assert!(!v.reset);
+            // B's epoch naming another than A's is no sign of B's life.
+            assert!(!v.known);
             answers += usize::from(v.reply) + usize::from(v.challenge);
         }
         assert!(

@@ -21,12 +21,15 @@
 //!    their smaller share); [`Session::on_posted`] when a request went in.
 //! 2. [`Session::poll_liveness`]: when it says a look is due, the caller
 //!    measures each waiting request against its patience ([`patience_ns`])
-//!    and reports with [`Session::set_waiting`].
+//!    and reports with [`Session::set_waiting`] (a delivered Read's clock
+//!    may start again from [`Session::keepalive_answered_at`]). A look may
+//!    also ask for a keepalive ([`KEEPALIVE_NS`]).
 //! 3. [`Session::poll_quiet`]: the peer stopped sending to us; the caller
 //!    counts one active sender less.
 //! 4. [`Session::share`] with the receiver's capacity and its active
 //!    senders now (every connection of the receiver, this one included).
-//! 5. [`Session::poll_hello`] until it returns nothing, sending each hello.
+//! 5. [`Session::poll_hello`] until it returns nothing, sending each hello
+//!    from the port [`Session::hello_port`] named just before it.
 //! 6. If [`Session::ready`], the connection's own polls.
 //! 7. [`Session::next_deadline`] with the connection's next timeout: when
 //!    to come back.
@@ -67,15 +70,23 @@ pub const ALIVE_CHECK_NS: u64 = 100_000_000;
 
 /// How long a peer may stay silent while requests wait on it before it is
 /// asked whether it is alive: a challenge hello (which only the incarnation
-/// we know can answer), from the port of the path acknowledged last, then
-/// again every as long while the silence lasts. A live peer answers even
-/// when every packet in flight to it sits on routes that failed: their
-/// paths move only after their probes go unanswered (four probe timers of
-/// up to a second each when nothing else is acknowledged meanwhile), and a
-/// packet moved onto another failed route waits as long again; its silence
-/// is then no verdict on it (CI, 2026-12-07: a plane failed under a
-/// transfer, and a live peer was taken for dead after 10 s).
+/// we know can answer), then again every as long while the silence lasts;
+/// its answer counts as life (for [`KEEPALIVE_SPAN_NS`]). A live peer
+/// answers even when every packet in flight to it sits on routes that
+/// failed: a path with nothing else acknowledged meanwhile moves only after
+/// its probe timer, then three of twice that, have expired (up to about
+/// 7 s), and a packet moved onto another failed route waits as long again;
+/// its silence is then no verdict on it (CI, 2026-12-07: a plane failed
+/// under a transfer, and a live peer was taken for dead after 10 s).
 pub const KEEPALIVE_NS: u64 = 1_000_000_000;
+
+/// How long answers to keepalives alone keep a peer alive: once its
+/// connection has carried nothing from it (no ACK, NAK or data) for this
+/// long while requests waited, the peer is as silent as that, whatever it
+/// answers; no keepalive goes after that. A peer that answers hellos while
+/// its data never arrives (a route that drops large datagrams, a wedged
+/// connection) thus still fails its requests, a minute late at most.
+pub const KEEPALIVE_SPAN_NS: u64 = 60_000_000_000;
 
 /// The least time a peer may stay silent while requests wait on it before
 /// they fail, whatever their own timeout says: a path's probe timer backs
@@ -161,8 +172,15 @@ pub struct Session {
     /// A reply or challenge the last hello asked for, not sent yet.
     reply: bool,
     challenge: bool,
-    /// The last time the peer showed life, or nothing waited on it.
+    /// The last time the connection carried something from the peer, or
+    /// nothing waited on it.
     alive_at: u64,
+    /// The last answer to a keepalive (0: none).
+    answered_at: u64,
+    /// The source port the last challenge from the peer came from: the
+    /// answer leaves from it (its route worked one way, and the peer's
+    /// ACKs of that path leave from it too).
+    challenged_from: Option<u16>,
     /// Requests waited on the peer at the last look.
     waiting: bool,
     next_check: u64,
@@ -172,6 +190,9 @@ pub struct Session {
     keepalives: u64,
     /// The longest silence a look measured while requests waited.
     longest_silence: u64,
+    /// The longest a look found the connection carrying nothing from the
+    /// peer while requests waited (keepalive answers aside).
+    longest_quiet: u64,
     /// When the peer last sent new data, while it counts as a sender.
     sending_at: Option<u64>,
     /// The (capacity, senders) the connection's hint was last set from.
@@ -198,11 +219,14 @@ impl Session {
             reply: false,
             challenge: false,
             alive_at: now,
+            answered_at: 0,
+            challenged_from: None,
             waiting: false,
             next_check: now,
             next_keepalive: now,
             keepalives: 0,
             longest_silence: 0,
+            longest_quiet: 0,
             sending_at: None,
             shared: None,
             quiet_ns: cfg.active_ns,
@@ -248,12 +272,46 @@ impl Session {
         self.longest_silence
     }
 
-    /// The UDP source port hellos to the peer leave from: that of the path
-    /// the peer acknowledged last (a route that worked both ways), else
-    /// [`PORT_BASE`]. A keepalive sent on a failed route would take a live
-    /// peer for dead.
+    /// The longest the connection carried nothing from the peer while
+    /// requests waited (keepalive answers aside), as the looks measured it
+    /// (nanoseconds): how close a live peer came to its patience without
+    /// keepalives.
+    pub const fn longest_quiet(&self) -> u64 {
+        self.longest_quiet
+    }
+
+    /// The UDP source port the next hello [`Self::poll_hello`] gives leaves
+    /// from. An answer to a challenge leaves from the port the challenge
+    /// came from. Otherwise keepalives take turns: the odd ones leave from
+    /// the port of the path the peer acknowledged last among those not
+    /// suspect (a route that worked both ways), the even ones from each
+    /// path's port in turn (the route acknowledged last may have failed
+    /// since). Else [`PORT_BASE`].
     pub fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
-        conn.proven_sport().unwrap_or(PORT_BASE)
+        if let Some(sport) = self
+            .challenged_from
+            .filter(|_| self.reply && !self.challenge)
+        {
+            return sport;
+        }
+        let turn = (self.keepalives.is_multiple_of(2) && self.keepalives > 0)
+            .then(|| conn.path_sport(self.keepalives / 2))
+            .flatten();
+        turn.or_else(|| conn.proven_sport()).unwrap_or(PORT_BASE)
+    }
+
+    /// When the peer last answered a keepalive, if that answer still counts
+    /// as life (the connection has been quiet for less than
+    /// [`KEEPALIVE_SPAN_NS`] since it last carried something from the
+    /// peer); 0 otherwise. A delivered Read's clock may start again from it:
+    /// its answer may be what waits on a failed route.
+    pub const fn keepalive_answered_at(&self, now: u64) -> u64 {
+        if self.answered_at > self.alive_at && now.saturating_sub(self.alive_at) < KEEPALIVE_SPAN_NS
+        {
+            self.answered_at
+        } else {
+            0
+        }
     }
 
     /// Whether the peer counts as a sender to us now.
@@ -282,13 +340,15 @@ impl Session {
     }
 
     /// Handles a hello from epoch `from` whose packets start at PSN
-    /// `from_isn`, naming `to` as our epoch, with hello flags `flags`.
+    /// `from_isn`, naming `to` as our epoch, with hello flags `flags`, that
+    /// came from UDP source port `sport`.
     pub fn on_hello(
         &mut self,
         from: u32,
         from_isn: u32,
         to: u32,
         flags: u8,
+        sport: u16,
         now: u64,
     ) -> HelloOutcome {
         let before = (self.hs.remote(), self.hs.remote_isn());
@@ -296,8 +356,12 @@ impl Session {
         self.challenge |= v.challenge;
         self.reply |= v.reply;
         if v.known {
-            // The incarnation we know: alive, whatever its data does.
-            self.alive_at = now;
+            // The incarnation we know: alive, whatever its data does (for
+            // a while: `poll_liveness`).
+            self.answered_at = now;
+            if v.reply {
+                self.challenged_from = Some(sport);
+            }
         }
         if v.reset {
             // A new connection: its hint is set afresh, and the peer's
@@ -354,9 +418,21 @@ impl Session {
             self.alive_at = now;
         }
         self.next_check = now.saturating_add(ALIVE_CHECK_NS);
-        let silent = now.saturating_sub(self.alive_at);
+        let quiet = now.saturating_sub(self.alive_at);
+        let answered = self.keepalive_answered_at(now);
+        let silent = if answered != 0 {
+            now.saturating_sub(answered)
+        } else {
+            quiet
+        };
         self.longest_silence = self.longest_silence.max(silent);
-        if self.waiting && self.hs.ready() && silent >= KEEPALIVE_NS && now >= self.next_keepalive {
+        self.longest_quiet = self.longest_quiet.max(quiet);
+        if self.waiting
+            && self.hs.ready()
+            && silent >= KEEPALIVE_NS
+            && quiet < KEEPALIVE_SPAN_NS
+            && now >= self.next_keepalive
+        {
             self.challenge = true;
             self.keepalives = self.keepalives.saturating_add(1);
             self.next_keepalive = now.saturating_add(KEEPALIVE_NS);
@@ -433,6 +509,7 @@ impl Session {
         }
         if self.reply {
             self.reply = false;
+            self.challenged_from = None;
             self.next_hello = now.saturating_add(self.hello_gap);
             self.sent += 1;
             return self.hs.hello(out).ok();
@@ -503,7 +580,7 @@ mod tests {
         while let Some(n) = from.poll_hello(now, &mut buf) {
             match decode(&buf[..n]) {
                 Ok(Packet::Hello(h)) => {
-                    out.push(to.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, now))
+                    out.push(to.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, 0, now))
                 }
                 other => panic!("not a hello: {other:?}"),
             }

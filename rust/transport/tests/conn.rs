@@ -685,20 +685,49 @@ fn a_replayed_ack_is_no_rtt_sample() {
 }
 
 /// The port a keepalive leaves from is that of the path acknowledged last:
-/// none before any ACK, and not merely one a packet left from.
+/// none before any ACK, not merely one a packet left from, and of two paths
+/// the one whose ACK came later, in either order.
 #[test]
 fn the_proven_port_is_the_last_acknowledged_paths() {
-    let (mut rx, mut tx, pkt, sport) = first_packet(4);
-    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
-    assert_eq!(tx.proven_sport(), None, "sent, not acknowledged");
-    assert!(rx.on_datagram(SECOND, &pkt, sport, false).is_ok());
-    assert_eq!(rx.proven_sport(), None, "received is not proven");
-    let t = rx.poll_transmit(SECOND + 20_000, &mut hdr).unwrap();
-    let ack = hdr[..t.len].to_vec();
-    assert!(tx
-        .on_datagram(SECOND + 40_000, &ack, t.sport, false)
-        .is_ok());
-    assert_eq!(tx.proven_sport(), Some(sport));
+    for later_first in [false, true] {
+        let (a, b) = config_pair(4, 1024);
+        let mut rx = Conn::new(a);
+        let mut tx = Conn::new(b);
+        let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+        for m in workload(2, 2, &[100]) {
+            tx.post(m).unwrap();
+        }
+        // Two packets, each on its own path.
+        let mut sent = Vec::new();
+        while let Some(t) = tx.poll_transmit(SECOND, &mut hdr) {
+            let mut pkt = hdr[..t.len].to_vec();
+            pkt.extend(vec![0u8; t.payload.map_or(0, |p| usize::from(p.len))]);
+            sent.push((pkt, t.sport));
+        }
+        assert_eq!(sent.len(), 2);
+        assert_ne!(sent[0].1, sent[1].1, "two paths");
+        assert_eq!(tx.proven_sport(), None, "sent, not acknowledged");
+        for (pkt, sport) in &sent {
+            assert!(rx.on_datagram(SECOND, pkt, *sport, false).is_ok());
+        }
+        assert_eq!(rx.proven_sport(), None, "received is not proven");
+        let mut acks = Vec::new();
+        while let Some(t) = rx.poll_transmit(SECOND + 600_000, &mut hdr) {
+            acks.push((hdr[..t.len].to_vec(), t.sport));
+        }
+        assert_eq!(acks.len(), 2, "one ACK per path");
+        if later_first {
+            acks.reverse();
+        }
+        let mut at = SECOND + 700_000;
+        for (ack, sport) in &acks {
+            assert!(tx.on_datagram(at, ack, *sport, false).is_ok());
+            at += 100_000;
+        }
+        // An ACK leaves from the port of the packets it acknowledges.
+        let last = acks.last().unwrap().1;
+        assert_eq!(tx.proven_sport(), Some(last), "later_first {later_first}");
+    }
 }
 
 #[test]

@@ -7,11 +7,12 @@
 //! share as senders come and go.
 
 use metaroce_transport::cc::fair_share;
-use metaroce_transport::conn::{Config, Connection, Message, PostError, Received};
+use metaroce_transport::conn::{Config, Connection, Message, PostError, Received, PORT_BASE};
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::handshake::RESTART_SILENCE_NS;
 use metaroce_transport::session::{
-    HelloOutcome, Session, SessionConfig, ALIVE_CHECK_NS, KEEPALIVE_NS, MIN_DEAD_NS,
+    HelloOutcome, Session, SessionConfig, ALIVE_CHECK_NS, KEEPALIVE_NS, KEEPALIVE_SPAN_NS,
+    MIN_DEAD_NS,
 };
 use metaroce_transport::stream::RecvStream;
 use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
@@ -89,6 +90,9 @@ struct Net {
     /// A host whose datagrams other than hellos are all lost: every route
     /// its paths take has failed, while the one its hellos take works.
     cut: Option<u32>,
+    /// Routes that failed: every datagram of host `.0` from source port
+    /// `.1` is lost.
+    dead_ports: Vec<(u32, u16)>,
 }
 
 impl Net {
@@ -117,6 +121,7 @@ impl Net {
             busy_until: 0,
             max_queue_ns: 0,
             cut: None,
+            dead_ports: Vec::new(),
         }
     }
 
@@ -170,6 +175,9 @@ impl Net {
         {
             return;
         }
+        if self.dead_ports.contains(&(from, sport)) {
+            return;
+        }
         self.seq += 1;
         let mut at = self.now;
         if let Some(bps) = self.bottleneck.filter(|b| b.0 == to).map(|b| b.1) {
@@ -206,8 +214,12 @@ impl Net {
         l.session.share(&mut l.conn, capacity, senders);
         let mut out = Vec::new();
         let mut buf = [0u8; 32];
-        while let Some(n) = l.session.poll_hello(now, &mut buf) {
-            out.push((l.session.hello_port(&l.conn), buf[..n].to_vec()));
+        loop {
+            let port = l.session.hello_port(&l.conn);
+            let Some(n) = l.session.poll_hello(now, &mut buf) else {
+                break;
+            };
+            out.push((port, buf[..n].to_vec()));
         }
         let hellos = out.len() as u64;
         if l.session.ready() {
@@ -282,6 +294,7 @@ impl Net {
                 hello.isn,
                 hello.common.conn,
                 hello.common.flags,
+                sport,
                 now,
             );
             match o {
@@ -464,17 +477,21 @@ fn a_silent_peer_is_measured_while_requests_wait() {
     assert!(net.hosts[0].links[&1].silent_waiting < 50 * MS);
 }
 
-#[test]
-fn a_live_peer_behind_failed_routes_is_asked_and_not_taken_for_dead() {
-    // Host 0's data stops reaching host 1 mid-transfer (every route its
-    // paths take failed; the one of a datagram from another port works):
-    // host 1 then sends nothing, since it only answers. Host 0's paths
-    // probe and move, to no avail, for three times the least patience.
-    let mut net = Net::new(2, 1_000_000, 5);
+/// Host 0 writes to host 1 until, mid-transfer, every route its paths take
+/// fails (`Net::cut`): host 1 then sends nothing, since it only answers.
+/// Host 0's paths probe and move, to no avail. Returns the net at the cut.
+fn cut_mid_transfer(seed: u64) -> Net {
+    let mut net = Net::new(2, 1_000_000, seed);
     net.send(0, 1, 3000);
     net.run(5 * MS);
     assert!(net.hosts[1].links[&0].delivered < 3000, "mid-transfer");
     net.cut = Some(0);
+    net
+}
+
+#[test]
+fn a_live_peer_behind_failed_routes_is_asked_and_not_taken_for_dead() {
+    let mut net = cut_mid_transfer(5);
     let (from, until) = (net.now, net.now + 3 * MIN_DEAD_NS);
     net.run(until);
     let l = &net.hosts[0].links[&1];
@@ -484,14 +501,50 @@ fn a_live_peer_behind_failed_routes_is_asked_and_not_taken_for_dead() {
     let s = l.silent_waiting;
     assert!(s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
     assert_eq!(l.session.longest_silence(), s);
-    // One keepalive per interval of silence, no more.
+    // Without the answers, the connection alone was quiet all along.
+    let q = l.session.longest_quiet();
+    assert!(q >= 3 * MIN_DEAD_NS - ALIVE_CHECK_NS, "quiet {q} ns");
+    // One keepalive per interval of silence (a look every ALIVE_CHECK_NS
+    // finds it due: the interval, a look and a round trip at most), no more.
     let k = l.session.keepalives_sent();
     let most = (until - from) / KEEPALIVE_NS;
+    let least = (until - from) / (KEEPALIVE_NS + ALIVE_CHECK_NS + MS) - 1;
     assert!(
-        (most / 2..=most).contains(&k),
-        "{k} keepalives, at most {most}"
+        (least..=most).contains(&k),
+        "{k} keepalives, {least}..={most}"
     );
-    assert_eq!(net.hosts[0].links[&1].resets, 0);
+    assert_eq!(l.resets, 0);
+    // Answers alone keep it alive for KEEPALIVE_SPAN_NS of a quiet
+    // connection, no longer: the requests then fail as for a silent peer,
+    // and no keepalive goes any more.
+    let span_end = from + KEEPALIVE_SPAN_NS;
+    net.run(span_end + 2 * MIN_DEAD_NS);
+    let l = &net.hosts[0].links[&1];
+    let s = l.silent_waiting;
+    assert!(s >= KEEPALIVE_SPAN_NS, "silent {s} ns");
+    let k = l.session.keepalives_sent();
+    assert!(k <= KEEPALIVE_SPAN_NS / KEEPALIVE_NS, "{k} keepalives");
+}
+
+#[test]
+fn keepalives_and_their_answers_avoid_routes_that_failed() {
+    // As above, and the route of the path host 0 had acknowledged last
+    // failed too, as did PORT_BASE's both ways: every other keepalive takes
+    // another path's port, and host 1 answers from the port the challenge
+    // came from (it has no path of its own acknowledged).
+    let mut net = cut_mid_transfer(6);
+    let proven = net.hosts[0].links[&1]
+        .conn
+        .proven_sport()
+        .expect("acknowledged");
+    net.dead_ports = vec![(0, proven), (0, PORT_BASE), (1, PORT_BASE)];
+    net.run(net.now + 3 * MIN_DEAD_NS);
+    let l = &net.hosts[0].links[&1];
+    assert!(l.conn.outstanding() > 0, "still waiting");
+    // Half the keepalives may be lost: two intervals, a look and a round
+    // trip at most.
+    let s = l.silent_waiting;
+    assert!(s < 2 * KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
 }
 
 #[test]

@@ -154,11 +154,18 @@ impl<const P: usize> Connection<P> {
         // After a new route failed too, take a route another path proved
         // (both directions work there) instead of drawing again: a packet
         // that stays on this path must not wait on more bad draws.
+        let n = self.n_paths();
         let borrowed = self
             .tx
             .get(i)
             .filter(|p| p.strikes > 0)
-            .and_then(|_| self.last_proven(Some(i)))
+            .and_then(|_| {
+                (0..n)
+                    .filter(|j| *j != i)
+                    .filter_map(|j| self.tx.get(j))
+                    .filter(|q| q.acked_at > 0)
+                    .max_by_key(|q| q.acked_at)
+            })
             .filter(|q| now.saturating_sub(q.acked_at) < q.timer_ns(&self.rtt, &self.cfg))
             .map(|q| q.sport);
         let Some(p) = self.tx.get_mut(i) else {

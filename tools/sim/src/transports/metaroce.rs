@@ -182,14 +182,17 @@ impl MetaRoceHost {
         p.session.share(&mut p.conn, capacity_kbps, self.active);
         let mut hello = [0u8; 32];
         let mut hellos = Vec::new();
-        let hello_port = p.session.hello_port(&p.conn);
-        while let Some(n) = p.session.poll_hello(now, &mut hello) {
-            hellos.push(hello[..n].to_vec());
+        loop {
+            let port = p.session.hello_port(&p.conn);
+            let Some(n) = p.session.poll_hello(now, &mut hello) else {
+                break;
+            };
+            hellos.push((port, hello[..n].to_vec()));
         }
         let ready = p.session.ready();
-        for h in hellos {
+        for (port, h) in hellos {
             self.hellos += 1;
-            tx.push(self.datagram(peer, hello_port, h));
+            tx.push(self.datagram(peer, port, h));
         }
         let p = self.peers.get_mut(&peer).expect("looked up above");
         // Until nothing more is posted or sent.
@@ -278,7 +281,7 @@ impl MetaRoceHost {
     }
 
     /// A hello from `src`: the session decides, the connection follows.
-    fn on_hello(&mut self, now: Ns, src: u32, bytes: &[u8]) {
+    fn on_hello(&mut self, now: Ns, src: u32, sport: u16, bytes: &[u8]) {
         let Ok(Packet::Hello(h)) = wire::decode(bytes) else {
             self.errors += 1;
             return;
@@ -286,7 +289,7 @@ impl MetaRoceHost {
         let p = self.peer(now, src);
         let outcome = p
             .session
-            .on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, now);
+            .on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, sport, now);
         let session = p.session.clone();
         let cfg = self.conn_config(src, &session);
         let p = self.peers.get_mut(&src).expect("made above");
@@ -335,7 +338,7 @@ impl Endpoint for MetaRoceHost {
     fn on_datagram(&mut self, now: Ns, d: Datagram, tx: &mut Vec<Datagram>) {
         let src = d.src;
         if wire::peek(&d.bytes).is_some_and(|(t, _)| t == PacketType::Hello) {
-            self.on_hello(now, src, &d.bytes);
+            self.on_hello(now, src, d.sport, &d.bytes);
             self.pump(now, src, tx);
             self.clean_timers();
             return;
