@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     s.set_wanted(0, true);
     let mut cfg = Config::new(0, 0, 4, 1024);
     // The peer (epoch 9) says hello; it knows our epoch.
-    s.on_hello(9, 90, 7, 0, 0);
+    s.on_hello(9, 90, 7, 0, 0, 0);
     s.configure(&mut cfg);
     let mut c = Connection::<4>::new(cfg);
     let mut counted = 0u32;
@@ -61,7 +61,8 @@ fuzz_target!(|data: &[u8]| {
         now += step * 10_000;
         if wire::peek(dgram).is_some_and(|(t, _)| t == PacketType::Hello) {
             if let Ok(Packet::Hello(h)) = wire::decode(dgram) {
-                let o = s.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, now);
+                let sport = u16::from(fl) << 8;
+                let o = s.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, sport, now);
                 if o != HelloOutcome::Nothing {
                     let mut cfg = Config::new(0, 0, 4, 1024);
                     s.configure(&mut cfg);
@@ -80,7 +81,10 @@ fuzz_target!(|data: &[u8]| {
         if fl & 2 != 0 {
             c.on_timeout(now);
         }
-        if let Some(_silent) = s.poll_liveness(now) {
+        if let Some(silent) = s.poll_liveness(now) {
+            assert!(silent <= s.longest_silence());
+            // A counted keepalive answer is never in the future.
+            assert!(s.keepalive_answered_at(now) <= now);
             s.set_waiting(now, c.outstanding() > 0);
         }
         if s.poll_quiet(now) {
@@ -93,7 +97,12 @@ fuzz_target!(|data: &[u8]| {
             counted.max(u32::from(fl >> 4)),
         );
         let mut budget = 8;
-        while s.poll_hello(now, &mut hello).is_some() {
+        loop {
+            // The port of the hello about to go (any value is valid).
+            let _ = s.hello_port(&c);
+            if s.poll_hello(now, &mut hello).is_none() {
+                break;
+            }
             budget -= 1;
             assert!(budget > 0, "poll_hello never ran dry");
         }
