@@ -183,8 +183,8 @@ impl Peer {
         let mut buf = [0u8; 32];
         // At most a challenge, a reply and one of our own.
         for _ in 0..3 {
-            // Not from a route known to have failed (a keepalive that
-            // cannot arrive would take a live peer for dead).
+            // Keepalives try more than one route (one that cannot arrive
+            // would take a live peer for dead); `Session::hello_port`.
             let sport = ps.session.hello_port(&ps.conn);
             let Some(n) = ps.session.poll_hello(now, &mut buf) else {
                 break;
@@ -583,9 +583,6 @@ impl Peer {
         let mut waiting = false;
         let mut gave_up = false;
         let mut failed = 0u32;
-        // The peer answered a keepalive while its connection carried
-        // nothing: an answer may be waiting on a failed route as well.
-        let kept = session.keepalive_answered_at(now);
         for s in streams.iter() {
             let mut st = s.qp.st.lock();
             if st.sq.is_empty() && st.owed.is_empty() {
@@ -618,7 +615,7 @@ impl Peer {
                 let since = if e.passed_at != 0 {
                     e.passed_at
                 } else {
-                    e.delivered_at.max(*answered_at).max(kept)
+                    e.delivered_at.max(*answered_at)
                 };
                 now.saturating_sub(since) >= p
             });

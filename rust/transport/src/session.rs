@@ -21,9 +21,8 @@
 //!    their smaller share); [`Session::on_posted`] when a request went in.
 //! 2. [`Session::poll_liveness`]: when it says a look is due, the caller
 //!    measures each waiting request against its patience ([`patience_ns`])
-//!    and reports with [`Session::set_waiting`] (a delivered Read's clock
-//!    may start again from [`Session::keepalive_answered_at`]). A look may
-//!    also ask for a keepalive ([`KEEPALIVE_NS`]).
+//!    and reports with [`Session::set_waiting`]. A look may also ask for a
+//!    keepalive ([`KEEPALIVE_NS`]).
 //! 3. [`Session::poll_quiet`]: the peer stopped sending to us; the caller
 //!    counts one active sender less.
 //! 4. [`Session::share`] with the receiver's capacity and its active
@@ -281,31 +280,38 @@ impl Session {
     }
 
     /// The UDP source port the next hello [`Self::poll_hello`] gives leaves
-    /// from. An answer to a challenge leaves from the port the challenge
-    /// came from. Otherwise keepalives take turns: the odd ones leave from
-    /// the port of the path the peer acknowledged last among those not
-    /// suspect (a route that worked both ways), the even ones from each
-    /// path's port in turn (the route acknowledged last may have failed
-    /// since). Else [`PORT_BASE`].
+    /// from. A challenge (a keepalive, or a doubted restart claim) takes
+    /// turns: the odd ones leave from the port of the path the peer
+    /// acknowledged last among those not suspect (a route that worked both
+    /// ways), the even ones from each other path's port in turn (that route
+    /// may have failed since). An answer to a challenge leaves from the port
+    /// the challenge came from. Any other, and a challenge with no port to
+    /// take: the proven port, else [`PORT_BASE`].
     pub fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
-        if let Some(sport) = self
-            .challenged_from
-            .filter(|_| self.reply && !self.challenge)
-        {
+        let proven = conn.proven_sport();
+        if self.challenge {
+            let k = self.keepalives;
+            if k.is_multiple_of(2) && k > 0 {
+                let turn = k / 2;
+                let other = [turn, turn.wrapping_add(1)]
+                    .into_iter()
+                    .filter_map(|t| conn.path_sport(t))
+                    .find(|&p| Some(p) != proven);
+                if let Some(p) = other {
+                    return p;
+                }
+            }
+        } else if let Some(sport) = self.challenged_from.filter(|_| self.reply) {
             return sport;
         }
-        let turn = (self.keepalives.is_multiple_of(2) && self.keepalives > 0)
-            .then(|| conn.path_sport(self.keepalives / 2))
-            .flatten();
-        turn.or_else(|| conn.proven_sport()).unwrap_or(PORT_BASE)
+        proven.unwrap_or(PORT_BASE)
     }
 
     /// When the peer last answered a keepalive, if that answer still counts
     /// as life (the connection has been quiet for less than
     /// [`KEEPALIVE_SPAN_NS`] since it last carried something from the
-    /// peer); 0 otherwise. A delivered Read's clock may start again from it:
-    /// its answer may be what waits on a failed route.
-    pub const fn keepalive_answered_at(&self, now: u64) -> u64 {
+    /// peer); 0 otherwise.
+    const fn keepalive_answered_at(&self, now: u64) -> u64 {
         if self.answered_at > self.alive_at && now.saturating_sub(self.alive_at) < KEEPALIVE_SPAN_NS
         {
             self.answered_at
@@ -359,7 +365,9 @@ impl Session {
             // The incarnation we know: alive, whatever its data does (for
             // a while: `poll_liveness`).
             self.answered_at = now;
-            if v.reply {
+            // Ours come from PORT_BASE or above (a forged one from another
+            // port gets its answer from ours).
+            if v.reply && sport >= PORT_BASE {
                 self.challenged_from = Some(sport);
             }
         }
