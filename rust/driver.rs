@@ -18,6 +18,7 @@ mod rd_atomic;
 mod ready;
 mod requester;
 mod responder;
+mod session;
 mod shared;
 mod srq;
 mod state;

@@ -11,9 +11,10 @@ use super::{
     frmr::FastMem,
     mcast::{McGroups, MCAST_QPN},
     mr::{Mem, MrTable, PdId},
-    peer::{capacity, conn_config, EMPTY_CONN, MAX_PEERS},
+    peer::{capacity, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
+    session::{conn_config, EMPTY_CONN},
     state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables, ROUTES},
 };
 use crate::abstractions::{

@@ -209,7 +209,7 @@ pub(super) struct PeerInner {
     /// `answered_at`, whichever is later, until the peer answers a request
     /// that was handed to the connection after this one was delivered (and
     /// so surely reached the peer after it; delivery times alone do not
-    /// order requests: an ACK may report an earlier arrival later) (peer.rs,
+    /// order requests: an ACK may report an earlier arrival later) (session.rs,
     /// `check_alive`).
     pub(super) answered_at: u64,
     pub(super) answered_after: u64,
@@ -338,7 +338,7 @@ pub(super) struct SqEntry {
     /// The peer has no QP for it (NAK "no queue pair", its QP destroyed):
     /// it is not completed at once but fails as a request the peer never
     /// answers, once the QP's patience has passed since `delivered_at`
-    /// (peer.rs `check_alive`), as verbs fails a request to a QP that
+    /// (session.rs `check_alive`), as verbs fails a request to a QP that
     /// is gone.
     pub(super) gone: bool,
     /// A local operation (REG_MR, LOCAL_INV) that was carried out and

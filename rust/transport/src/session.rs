@@ -28,7 +28,7 @@
 //! 4. [`Session::share`] with the receiver's capacity and its active
 //!    senders now (every connection of the receiver, this one included).
 //! 5. [`Session::poll_hello`] until it returns nothing, sending each hello
-//!    from the port [`Session::hello_port`] named just before it.
+//!    from the UDP source port it names.
 //! 6. If [`Session::ready`], the connection's own polls.
 //! 7. [`Session::next_deadline`] with the connection's next timeout: when
 //!    to come back.
@@ -279,15 +279,15 @@ impl Session {
         self.longest_quiet
     }
 
-    /// The UDP source port the next hello [`Self::poll_hello`] gives leaves
-    /// from. A challenge (a keepalive, or a doubted restart claim) takes
+    /// The UDP source port the hello [`Self::poll_hello`] is about to give
+    /// leaves from. A challenge (a keepalive, or a doubted restart claim) takes
     /// turns: the odd ones leave from the port of the path the peer
     /// acknowledged last among those not suspect (a route that worked both
     /// ways), the even ones from each other path's port in turn (that route
     /// may have failed since). An answer to a challenge leaves from the port
     /// the challenge came from. Any other, and a challenge with no port to
     /// take: the proven port, else [`PORT_BASE`].
-    pub fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
+    fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
         let proven = conn.proven_sport();
         if self.challenge {
             let k = self.keepalives;
@@ -367,8 +367,8 @@ impl Session {
             self.answered_at = now;
             // Ours come from PORT_BASE or above (a forged one from another
             // port gets its answer from ours).
-            if v.reply && sport >= PORT_BASE {
-                self.challenged_from = Some(sport);
+            if v.reply {
+                self.challenged_from = (sport >= PORT_BASE).then_some(sport);
             }
         }
         if v.reset {
@@ -505,11 +505,32 @@ impl Session {
         }
     }
 
-    /// The hello to send at `now`, if one is due, encoded into `out`
-    /// (returns its length): a challenge or reply a hello asked for, or
-    /// while the handshake is incomplete the next of our own. Call until it
-    /// returns `None`.
-    pub fn poll_hello(&mut self, now: u64, out: &mut [u8]) -> Option<usize> {
+    /// The hello to send at `now`, if one is due, encoded into `out`: its
+    /// length and the UDP source port it leaves from (chosen from `conn`'s
+    /// paths, [`Self::hello_port`]). A challenge or reply a hello asked
+    /// for, or while the handshake is incomplete the next of our own. Call
+    /// until it returns `None`. (The paths are looked at only when a hello
+    /// is due: the caller polls on every pass.)
+    pub fn poll_hello<const P: usize>(
+        &mut self,
+        now: u64,
+        conn: &Connection<P>,
+        out: &mut [u8],
+    ) -> Option<(usize, u16)> {
+        if !self.hello_due(now) {
+            return None;
+        }
+        let sport = self.hello_port(conn);
+        self.next_hello_bytes(now, out).map(|n| (n, sport))
+    }
+
+    /// Whether [`Self::poll_hello`] has a hello to give at `now`.
+    fn hello_due(&self, now: u64) -> bool {
+        self.challenge || self.reply || (self.asking() && now >= self.next_hello)
+    }
+
+    /// [`Self::poll_hello`]'s hello, without its port.
+    fn next_hello_bytes(&mut self, now: u64, out: &mut [u8]) -> Option<usize> {
         if self.challenge {
             self.challenge = false;
             self.sent += 1;
@@ -585,7 +606,7 @@ mod tests {
     fn deliver(from: &mut Session, to: &mut Session, now: u64) -> Vec<HelloOutcome> {
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
-        while let Some(n) = from.poll_hello(now, &mut buf) {
+        while let Some(n) = from.next_hello_bytes(now, &mut buf) {
             match decode(&buf[..n]) {
                 Ok(Packet::Hello(h)) => {
                     out.push(to.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, 0, now))
@@ -649,9 +670,9 @@ mod tests {
         let mut last = 0;
         while a.hellos_sent() < 24 {
             t = a.next_deadline(t, None).unwrap();
-            assert!(a.poll_hello(t, &mut buf).is_some());
+            assert!(a.next_hello_bytes(t, &mut buf).is_some());
             assert!(
-                a.poll_hello(t, &mut buf).is_none(),
+                a.next_hello_bytes(t, &mut buf).is_none(),
                 "one hello per deadline"
             );
             gaps.push(t - last);
@@ -666,11 +687,13 @@ mod tests {
         // Nothing wants it any more: no hellos, no timer.
         a.set_wanted(t, false);
         assert_eq!(a.next_deadline(t, None), None);
-        assert!(a.poll_hello(t + 100 * HELLO_SLOW_NS, &mut buf).is_none());
+        assert!(a
+            .next_hello_bytes(t + 100 * HELLO_SLOW_NS, &mut buf)
+            .is_none());
         // Wanted again: asked again from the start.
         a.set_wanted(t, true);
         assert_eq!(a.next_deadline(t, None), Some(t));
-        assert!(a.poll_hello(t, &mut buf).is_some());
+        assert!(a.next_hello_bytes(t, &mut buf).is_some());
         assert_eq!(a.next_deadline(t, None), Some(t + HELLO_FIRST_NS));
     }
 
@@ -688,7 +711,7 @@ mod tests {
             "a claim is challenged first"
         );
         let mut buf = [0u8; 64];
-        let n = a.poll_hello(10 * MS, &mut buf).expect("a challenge");
+        let n = a.next_hello_bytes(10 * MS, &mut buf).expect("a challenge");
         assert!(matches!(decode(&buf[..n]), Ok(Packet::Hello(h)) if h.common.flags != 0));
         let later = 10 * MS + super::super::handshake::RESTART_SILENCE_NS;
         let mut outcomes = Vec::new();
@@ -707,6 +730,43 @@ mod tests {
         );
         assert!(a.ready() && b2.ready());
         assert_ne!(a.epoch(), 100, "our epoch moves on after a reset");
+    }
+
+    #[test]
+    fn an_answer_leaves_from_the_port_of_the_last_challenge_if_it_is_ours() {
+        use super::super::handshake::REPLY_GAP_NS;
+        let (mut a, mut b) = met();
+        let conn = Conn::new(Config::new(0, 0, 1, 1024));
+        fn challenge_from(a: &mut Session, b: &mut Session, sport: u16, now: u64) {
+            let mut buf = [0u8; 64];
+            b.challenge = true;
+            let n = b.next_hello_bytes(now, &mut buf).expect("a challenge");
+            let Ok(Packet::Hello(h)) = decode(&buf[..n]) else {
+                panic!("not a hello");
+            };
+            a.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, sport, now);
+        }
+        let mut out = [0u8; 64];
+        let t = 10 * MS;
+        challenge_from(&mut a, &mut b, PORT_BASE + 3, t);
+        assert_eq!(a.hello_port(&conn), PORT_BASE + 3);
+        // Not polled before the next challenge (a reply gap later), from a
+        // port no peer of ours sends from (forged): the answer does not go
+        // where the earlier challenge came from either.
+        let t = t + 2 * REPLY_GAP_NS;
+        challenge_from(&mut a, &mut b, 7, t);
+        assert_eq!(
+            a.poll_hello(t, &conn, &mut out).map(|(_, p)| p),
+            Some(PORT_BASE)
+        );
+        assert_eq!(a.poll_hello(t, &conn, &mut out), None, "one answer");
+        // A challenge from our peer's port, answered from it.
+        let t = t + 2 * REPLY_GAP_NS;
+        challenge_from(&mut a, &mut b, PORT_BASE + 5, t);
+        assert_eq!(
+            a.poll_hello(t, &conn, &mut out).map(|(_, p)| p),
+            Some(PORT_BASE + 5)
+        );
     }
 
     #[test]

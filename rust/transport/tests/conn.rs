@@ -727,6 +727,42 @@ fn the_proven_port_is_the_last_acknowledged_paths() {
         // An ACK leaves from the port of the packets it acknowledges.
         let last = acks.last().unwrap().1;
         assert_eq!(tx.proven_sport(), Some(last), "later_first {later_first}");
+
+        // Two more packets, both lost: once each path's timer expired
+        // (its probe), neither route counts as proven, however recent its
+        // last ACK.
+        for m in workload(2, 2, &[100]) {
+            tx.post(m).unwrap();
+        }
+        let mut lost = Vec::new();
+        while let Some(t) = tx.poll_transmit(2 * SECOND, &mut hdr) {
+            let mut pkt = hdr[..t.len].to_vec();
+            pkt.extend(vec![0u8; t.payload.map_or(0, |p| usize::from(p.len))]);
+            lost.push((pkt, t.sport));
+        }
+        assert_eq!(lost.len(), 2);
+        let expired = |c: &Conn| {
+            (0..2)
+                .filter(|&i| c.path_info(i).unwrap().expiries > 0)
+                .count()
+        };
+        let mut now = 2 * SECOND;
+        while expired(&tx) < 2 {
+            let at = tx.next_timeout().expect("lost packets keep a timer");
+            assert!(at < 10 * SECOND, "no probe in 8 s");
+            now = now.max(at);
+            tx.on_timeout(now);
+            if expired(&tx) == 1 {
+                // The one not expired yet is the proven one if it was
+                // acknowledged.
+                let fresh = (0..2)
+                    .map(|i| tx.path_info(i).unwrap())
+                    .find(|p| p.expiries == 0)
+                    .unwrap();
+                assert_eq!(tx.proven_sport(), Some(fresh.sport));
+            }
+        }
+        assert_eq!(tx.proven_sport(), None, "every path is suspect");
     }
 }
 

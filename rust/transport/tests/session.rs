@@ -214,11 +214,7 @@ impl Net {
         l.session.share(&mut l.conn, capacity, senders);
         let mut out = Vec::new();
         let mut buf = [0u8; 32];
-        loop {
-            let port = l.session.hello_port(&l.conn);
-            let Some(n) = l.session.poll_hello(now, &mut buf) else {
-                break;
-            };
+        while let Some((n, port)) = l.session.poll_hello(now, &l.conn, &mut buf) {
             out.push((port, buf[..n].to_vec()));
         }
         let hellos = out.len() as u64;

@@ -182,11 +182,7 @@ impl MetaRoceHost {
         p.session.share(&mut p.conn, capacity_kbps, self.active);
         let mut hello = [0u8; 32];
         let mut hellos = Vec::new();
-        loop {
-            let port = p.session.hello_port(&p.conn);
-            let Some(n) = p.session.poll_hello(now, &mut hello) else {
-                break;
-            };
+        while let Some((n, port)) = p.session.poll_hello(now, &p.conn, &mut hello) {
             hellos.push((port, hello[..n].to_vec()));
         }
         let ready = p.session.ready();
