@@ -8,6 +8,7 @@ mod counters;
 mod cq;
 pub(crate) mod device;
 mod frmr;
+mod incarnation;
 pub(crate) mod link;
 mod mcast;
 mod mr;
@@ -18,7 +19,7 @@ mod rd_atomic;
 mod ready;
 mod requester;
 mod responder;
-mod session;
+
 mod shared;
 mod srq;
 mod state;

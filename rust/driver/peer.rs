@@ -5,7 +5,7 @@
 //! share, what the connection has to send), lets every queue pair on it
 //! post, and completes what is over; the arrival of its datagrams; its
 //! timer. The connection's setup, and what a peer's silence or restart does
-//! to its queue pairs, are in `session.rs`. The rules of all of these live
+//! to its queue pairs, are in `incarnation.rs`. The rules of all of these live
 //! in `transport::session`; here they meet the queue pairs. Safe Rust only.
 
 use super::{
@@ -90,19 +90,6 @@ impl PeerInner {
 }
 
 impl Peer {
-    /// `qp` has work for the connection: it goes on the ready ring, unless
-    /// it is there already. Any context; the QP's lock may be held.
-    pub(super) fn wake(&self, qp: &Arc<QpShared>) {
-        if qp.queued.xchg(true, Relaxed) {
-            return;
-        }
-        if self.ready.lock().push(qp.clone()).is_err() {
-            // Cannot happen (the ring has room for every attached QP); if
-            // it did, the next pump looks at every QP.
-            self.rescan.store(true, Relaxed);
-        }
-    }
-
     /// Whether nothing was in flight at the last pump.
     pub(super) fn idle(&self) -> bool {
         self.in_flight.load(Relaxed) == 0

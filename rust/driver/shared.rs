@@ -9,12 +9,12 @@
 use super::{
     counters::{bump, Counters},
     frmr::FastMem,
+    incarnation::{conn_config, EMPTY_CONN},
     mcast::{McGroups, MCAST_QPN},
     mr::{Mem, MrTable, PdId},
     peer::{capacity, MAX_PEERS},
     quota::{Kind, ObjectCounts, Quota},
     ready::ReadyRing,
-    session::{conn_config, EMPTY_CONN},
     state::{DevName, Peer, PeerInner, PeerNode, Shared, Tables, ROUTES},
 };
 use crate::abstractions::{

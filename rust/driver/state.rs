@@ -60,7 +60,10 @@ use kernel::{
     alloc::{KVVec, KVec},
     prelude::*,
     rbtree::RBTree,
-    sync::{atomic::Atomic as KAtomic, Arc},
+    sync::{
+        atomic::{Atomic as KAtomic, Relaxed},
+        Arc,
+    },
 };
 
 /// The most paths (UDP source ports) a connection can have.
@@ -209,7 +212,7 @@ pub(super) struct PeerInner {
     /// `answered_at`, whichever is later, until the peer answers a request
     /// that was handed to the connection after this one was delivered (and
     /// so surely reached the peer after it; delivery times alone do not
-    /// order requests: an ACK may report an earlier arrival later) (session.rs,
+    /// order requests: an ACK may report an earlier arrival later) (incarnation.rs,
     /// `check_alive`).
     pub(super) answered_at: u64,
     pub(super) answered_after: u64,
@@ -338,7 +341,7 @@ pub(super) struct SqEntry {
     /// The peer has no QP for it (NAK "no queue pair", its QP destroyed):
     /// it is not completed at once but fails as a request the peer never
     /// answers, once the QP's patience has passed since `delivered_at`
-    /// (session.rs `check_alive`), as verbs fails a request to a QP that
+    /// (incarnation.rs `check_alive`), as verbs fails a request to a QP that
     /// is gone.
     pub(super) gone: bool,
     /// A local operation (REG_MR, LOCAL_INV) that was carried out and
@@ -471,6 +474,21 @@ pub(super) fn wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
         SendOp::RegMr { .. } => WcOpcode::RegMr,
         SendOp::LocalInv { .. } => WcOpcode::LocalInv,
+    }
+}
+
+impl Peer {
+    /// `qp` has work for the connection: it goes on the ready ring, unless
+    /// it is there already. Any context; the QP's lock may be held.
+    pub(super) fn wake(&self, qp: &Arc<QpShared>) {
+        if qp.queued.xchg(true, Relaxed) {
+            return;
+        }
+        if self.ready.lock().push(qp.clone()).is_err() {
+            // Cannot happen (the ring has room for every attached QP); if
+            // it did, the next pump looks at every QP.
+            self.rescan.store(true, Relaxed);
+        }
     }
 }
 

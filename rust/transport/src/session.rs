@@ -176,9 +176,10 @@ pub struct Session {
     alive_at: u64,
     /// The last answer to a keepalive (0: none).
     answered_at: u64,
-    /// The source port the last challenge from the peer came from: the
-    /// answer leaves from it (its route worked one way, and the peer's
-    /// ACKs of that path leave from it too).
+    /// The source port the last challenge from the peer came from, if it is
+    /// [`PORT_BASE`] or above (`None` after any other hello that asked for
+    /// an answer): the answer leaves from it (its route worked one way, and
+    /// the peer's ACKs of that path leave from it too).
     challenged_from: Option<u16>,
     /// Requests waited on the peer at the last look.
     waiting: bool,
@@ -365,11 +366,13 @@ impl Session {
             // The incarnation we know: alive, whatever its data does (for
             // a while: `poll_liveness`).
             self.answered_at = now;
-            // Ours come from PORT_BASE or above (a forged one from another
-            // port gets its answer from ours).
-            if v.reply {
-                self.challenged_from = (sport >= PORT_BASE).then_some(sport);
-            }
+        }
+        if v.reply {
+            // Only a challenge from the incarnation we know names the
+            // answer's port, and only from PORT_BASE or above where ours
+            // come from (a forged one from another port gets its answer from
+            // ours; so does any other hello that asks for one).
+            self.challenged_from = (v.known && sport >= PORT_BASE).then_some(sport);
         }
         if v.reset {
             // A new connection: its hint is set afresh, and the peer's
@@ -507,7 +510,8 @@ impl Session {
 
     /// The hello to send at `now`, if one is due, encoded into `out`: its
     /// length and the UDP source port it leaves from (chosen from `conn`'s
-    /// paths, [`Self::hello_port`]). A challenge or reply a hello asked
+    /// paths: a challenge takes turns of them, an answer leaves from the
+    /// port of the challenge it answers). A challenge or reply a hello asked
     /// for, or while the handshake is incomplete the next of our own. Call
     /// until it returns `None`. (The paths are looked at only when a hello
     /// is due: the caller polls on every pass.)
@@ -529,7 +533,8 @@ impl Session {
         self.challenge || self.reply || (self.asking() && now >= self.next_hello)
     }
 
-    /// [`Self::poll_hello`]'s hello, without its port.
+    /// [`Self::poll_hello`]'s hello, without its port. `out` takes a hello
+    /// (32 bytes are enough).
     fn next_hello_bytes(&mut self, now: u64, out: &mut [u8]) -> Option<usize> {
         if self.challenge {
             self.challenge = false;
@@ -543,7 +548,7 @@ impl Session {
             self.sent += 1;
             return self.hs.hello(out).ok();
         }
-        if !self.asking() || now < self.next_hello {
+        if !self.hello_due(now) {
             return None;
         }
         self.hellos = self.hellos.saturating_add(1);
@@ -602,11 +607,18 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     type Conn = Connection<4>;
+    /// The paths hellos take their ports from (none here: `PORT_BASE`).
+    static NO_PATHS: Conn = Conn::EMPTY;
+
+    /// The next hello's length, as `poll_hello` gives it.
+    fn hello_len(s: &mut Session, now: u64, out: &mut [u8]) -> Option<usize> {
+        s.poll_hello(now, &NO_PATHS, out).map(|(n, _)| n)
+    }
 
     fn deliver(from: &mut Session, to: &mut Session, now: u64) -> Vec<HelloOutcome> {
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
-        while let Some(n) = from.next_hello_bytes(now, &mut buf) {
+        while let Some(n) = hello_len(from, now, &mut buf) {
             match decode(&buf[..n]) {
                 Ok(Packet::Hello(h)) => {
                     out.push(to.on_hello(h.epoch, h.isn, h.common.conn, h.common.flags, 0, now))
@@ -670,9 +682,9 @@ mod tests {
         let mut last = 0;
         while a.hellos_sent() < 24 {
             t = a.next_deadline(t, None).unwrap();
-            assert!(a.next_hello_bytes(t, &mut buf).is_some());
+            assert!(hello_len(&mut a, t, &mut buf).is_some());
             assert!(
-                a.next_hello_bytes(t, &mut buf).is_none(),
+                hello_len(&mut a, t, &mut buf).is_none(),
                 "one hello per deadline"
             );
             gaps.push(t - last);
@@ -687,13 +699,11 @@ mod tests {
         // Nothing wants it any more: no hellos, no timer.
         a.set_wanted(t, false);
         assert_eq!(a.next_deadline(t, None), None);
-        assert!(a
-            .next_hello_bytes(t + 100 * HELLO_SLOW_NS, &mut buf)
-            .is_none());
+        assert!(hello_len(&mut a, t + 100 * HELLO_SLOW_NS, &mut buf).is_none());
         // Wanted again: asked again from the start.
         a.set_wanted(t, true);
         assert_eq!(a.next_deadline(t, None), Some(t));
-        assert!(a.next_hello_bytes(t, &mut buf).is_some());
+        assert!(hello_len(&mut a, t, &mut buf).is_some());
         assert_eq!(a.next_deadline(t, None), Some(t + HELLO_FIRST_NS));
     }
 
@@ -711,7 +721,7 @@ mod tests {
             "a claim is challenged first"
         );
         let mut buf = [0u8; 64];
-        let n = a.next_hello_bytes(10 * MS, &mut buf).expect("a challenge");
+        let n = hello_len(&mut a, 10 * MS, &mut buf).expect("a challenge");
         assert!(matches!(decode(&buf[..n]), Ok(Packet::Hello(h)) if h.common.flags != 0));
         let later = 10 * MS + super::super::handshake::RESTART_SILENCE_NS;
         let mut outcomes = Vec::new();
@@ -740,7 +750,7 @@ mod tests {
         fn challenge_from(a: &mut Session, b: &mut Session, sport: u16, now: u64) {
             let mut buf = [0u8; 64];
             b.challenge = true;
-            let n = b.next_hello_bytes(now, &mut buf).expect("a challenge");
+            let n = hello_len(b, now, &mut buf).expect("a challenge");
             let Ok(Packet::Hello(h)) = decode(&buf[..n]) else {
                 panic!("not a hello");
             };

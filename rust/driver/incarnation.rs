@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A peer connection's session, as its queue pairs see it: the connection's
-//! setup from the handshake, a look at what waits on a silent peer (and at
-//! Reads and atomics a live peer never answers), and what a hello from a
-//! new incarnation does to the queue pairs. The rules live in
-//! `transport::session`; `peer.rs`'s pump and arrivals call these under the
-//! peer lock. Safe Rust only.
+//! The peer's incarnation, as its queue pairs see it: the connection's setup
+//! for it (the epochs and initial PSNs of the handshake, and this driver's
+//! own tuning: paths, reorder window, ACK policy; `shared.rs` uses it for a
+//! new connection), a look at what waits on a silent peer (and at Reads and
+//! atomics a live peer never answers), and what a hello from a new
+//! incarnation does to the queue pairs. The rules of liveness and restarts
+//! live in `transport::session`; `peer.rs`'s pump and arrivals call these
+//! under the peer lock. Safe Rust only.
 
 use super::{
     counters::bump,
