@@ -129,6 +129,22 @@ kmsg_since() {
 	dmesg | awk -v m="$KMSG_MARK" 'index($0, m) { on = 1 } on { print } END { exit !on }'
 }
 
+# pid_listening PID PORT: a TCP socket of PID's network namespace listens on
+# PORT, read from /proc/PID/net/tcp and tcp6 in bash (no program started:
+# under emulation each costs about 0.25 s, and this is polled).
+pid_listening() {
+	local f l hex
+	printf -v hex '%04X' "$2"
+	for f in /proc/"$1"/net/tcp /proc/"$1"/net/tcp6; do
+		[ -r "$f" ] || continue
+		while read -r l; do
+			# local_address (hex port), rem_address, st: 0A is LISTEN
+			[[ $l == *":$hex "*" 0A "* ]] && return 0
+		done <"$f"
+	done
+	return 1
+}
+
 # wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1))

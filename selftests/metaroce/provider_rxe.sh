@@ -49,19 +49,6 @@ info() {
 	done <<<"$1"
 }
 
-# listening PID PORT: a socket of PID's network namespace listens on PORT.
-listening() {
-	local hex l f
-	hex=$(printf '%04X' "$2")
-	for f in /proc/"$1"/net/tcp /proc/"$1"/net/tcp6; do
-		[ -r "$f" ] || continue
-		while read -r l; do
-			[[ $l == *":$hex "*" 0A "* ]] && return 0
-		done <"$f"
-	done
-	return 1
-}
-
 ktap_plan 15
 ktap_info "prefix: $prefix"
 netns_pair_up || { ktap_info "cannot build the namespaces"; exit $KSFT_FAIL; }
@@ -110,7 +97,7 @@ run_pair() {
 		>"$tmp/$name.server" 2>&1 &
 	server=$!
 	if [ -n "$port" ]; then
-		wait_for 60 listening "$server" "$port" ||
+		wait_for 60 pid_listening "$server" "$port" ||
 			echo "the server never listened" >>"$tmp/$name.server"
 	else
 		sleep 5
