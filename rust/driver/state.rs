@@ -172,7 +172,7 @@ pub(crate) struct Peer {
     pub(super) in_flight: KAtomic<u32>,
     /// QPs attached, readable without the lock (eviction of idle peers).
     pub(super) nstreams: KAtomic<u32>,
-    /// The QPs with work for the connection (peer.rs: `wake`), under a lock
+    /// The QPs with work for the connection (`Peer::wake`), under a lock
     /// of its own that is taken last (a process posting a request takes it
     /// without the peer's).
     pub(super) ready: Pin<KBox<SpinLockBh<ReadyRing<QpShared>>>>,
@@ -196,7 +196,7 @@ pub(super) struct Stream {
 pub(super) struct PeerInner {
     pub(super) conn: KVBox<Conn>,
     /// The handshake, hellos, liveness and fair share (the transport's
-    /// session, driven in peer.rs).
+    /// session, driven in peer.rs and incarnation.rs).
     pub(super) session: Session,
     pub(super) streams: KVec<Stream>,
     /// The same QPs by their number (to find the target of a packet) and by

@@ -300,8 +300,8 @@ netem_both() {
 }
 
 # listening NS PORT: a TCP socket listens on PORT in namespace NS:
-# `pid_listening` on a process in NS (the server's, once it runs there),
-# found in bash. The `ip netns exec ss | grep` this replaced started three
+# `pid_listening` on the first process found in NS (any will do: its
+# /proc/PID/net lists the whole namespace's sockets), found in bash. The `ip netns exec ss | grep` this replaced started three
 # programs at every poll (every 0.2 s), about 0.25 s apiece under emulation.
 listening() {
 	local p

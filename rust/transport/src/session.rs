@@ -760,7 +760,7 @@ mod tests {
         let t = 10 * MS;
         challenge_from(&mut a, &mut b, PORT_BASE + 3, t);
         assert_eq!(a.hello_port(&conn), PORT_BASE + 3);
-        // Not polled before the next challenge (a reply gap later), from a
+        // Not polled before the next challenge (two reply gaps later), from a
         // port no peer of ours sends from (forged): the answer does not go
         // where the earlier challenge came from either.
         let t = t + 2 * REPLY_GAP_NS;

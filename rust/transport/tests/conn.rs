@@ -686,7 +686,8 @@ fn a_replayed_ack_is_no_rtt_sample() {
 
 /// The port a keepalive leaves from is that of the path acknowledged last:
 /// none before any ACK, not merely one a packet left from, and of two paths
-/// the one whose ACK came later, in either order.
+/// the one whose ACK came later, in either order; a path whose timer
+/// expired since loses the claim.
 #[test]
 fn the_proven_port_is_the_last_acknowledged_paths() {
     for later_first in [false, true] {
