@@ -48,8 +48,8 @@ fabric_point metaroce
 check_tool_points metaroce "$ringcheck" "$logs"
 # 600 iterations: each side's 501-entry CQ (ibv_rc_pingpong's 500 receives
 # and one more; its shared ring has 512 slots) takes 1200 completions, so
-# its ring wraps twice. (With 2000
-# the three runs took 111 of this test's 148 s in the debug guest.)
+# its ring wraps twice. (With 2000 the three runs took 111 of this test's
+# 148 s in the debug guest.)
 pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong over CQ rings" "$logs" -n 600
 pingpong_pair ibv_rc_pingpong "ibv_rc_pingpong -e (completion events) over CQ rings" \
 	"$logs" -n 600 -e

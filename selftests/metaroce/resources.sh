@@ -33,7 +33,7 @@ ip netns exec "$NS_A" timeout 120 "$env" ibv_rc_pingpong -d "$RDMA_A" -g "$gid_a
 	-p 18800 -n 1000000 >"$logs/server" 2>&1 &
 pids+=($!)
 # The client connects once, so only when the server listens.
-wait_for 30 bash -c "ip netns exec '$NS_A' ss -ltn | grep -q ':18800 '"
+wait_for 30 listening "$NS_A" 18800
 ip netns exec "$NS_B" timeout 120 "$env" ibv_rc_pingpong -d "$RDMA_B" -g "$gid_b" \
 	-p 18800 -n 1000000 "$FABRIC_IP_A" >"$logs/client" 2>&1 &
 pids+=($!)
