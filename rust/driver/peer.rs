@@ -115,8 +115,9 @@ impl Peer {
     /// while the handshake is incomplete).
     fn send_hellos(&self, ps: &mut PeerInner, now: u64) {
         let mut buf = [0u8; 32];
-        // At most a challenge, a reply and one of our own.
-        for _ in 0..3 {
+        // At most a challenge, a reply (an answer: twice) and one of our
+        // own.
+        for _ in 0..4 {
             // Keepalives try more than one route (one that cannot arrive
             // would take a live peer for dead): the session names the port.
             let Some((n, sport)) = ps.session.poll_hello(now, &ps.conn, &mut buf) else {

@@ -32,7 +32,10 @@
 //! Replies and challenges are rate-limited ([`REPLY_GAP_NS`]): a flood of
 //! hellos makes at most one datagram per gap towards the peer. An end that
 //! still waits for the handshake repeats its own hellos, so a reply held back
-//! costs it one repetition.
+//! costs it one repetition. Answers to challenges from the incarnation we
+//! know have a gap of their own: a flood of claims, which anyone who can
+//! send from the peer's address can make without seeing a packet, does not
+//! hold back the answer a live peer's keepalive waits for.
 //!
 //! Sans-IO like the rest of the core: the caller sends the hellos
 //! ([`Handshake::hello`]) on a timer until [`Handshake::ready`], and when a
@@ -89,8 +92,21 @@ pub struct Handshake {
     claimed_at: Option<u64>,
     /// The last reply or challenge sent (rate limit).
     replied_at: Option<u64>,
+    /// The last answer to a challenge from the incarnation we know (its own
+    /// rate limit).
+    answered_at: Option<u64>,
     /// Hello claims not (yet) believed, for statistics.
     doubted: u64,
+}
+
+/// Whether [`REPLY_GAP_NS`] passed since `last` (the last datagram of one
+/// kind) at `now`; if so, `now` becomes the last.
+fn gap_passed(last: &mut Option<u64>, now: u64) -> bool {
+    if last.is_some_and(|t| now.wrapping_sub(t) < REPLY_GAP_NS) {
+        return false;
+    }
+    *last = Some(now);
+    true
 }
 
 fn next_epoch(e: u32) -> u32 {
@@ -115,6 +131,7 @@ impl Handshake {
             used: false,
             claimed_at: None,
             replied_at: None,
+            answered_at: None,
             doubted: 0,
         }
     }
@@ -168,14 +185,7 @@ impl Handshake {
     /// Whether a reply or challenge may go at `now`; if so, it is counted
     /// as sent.
     fn may_reply(&mut self, now: u64) -> bool {
-        if self
-            .replied_at
-            .is_some_and(|t| now.wrapping_sub(t) < REPLY_GAP_NS)
-        {
-            return false;
-        }
-        self.replied_at = Some(now);
-        true
+        gap_passed(&mut self.replied_at, now)
     }
 
     /// Handles a hello from epoch `from` whose packets start at PSN
@@ -192,7 +202,8 @@ impl Handshake {
                 self.confirmed = true;
                 self.claimed_at = None;
                 v.known = true;
-                v.reply = flags & hello_flags::CHALLENGE != 0 && self.may_reply(now);
+                v.reply =
+                    flags & hello_flags::CHALLENGE != 0 && gap_passed(&mut self.answered_at, now);
             } else {
                 // It does not know our epoch (yet).
                 v.reply = self.may_reply(now);
@@ -462,6 +473,34 @@ mod tests {
             "{answers} answers"
         );
         assert!(answers > 0);
+    }
+
+    #[test]
+    fn a_flood_of_claims_does_not_hold_back_the_answer_to_our_peers_challenge() {
+        let (mut a, b) = used_pair();
+        let t0 = 5_000 * MS;
+        // Claims of new incarnations every 100 us, which anyone can forge
+        // blindly; B's own challenge lands just after one of them every
+        // 0.5 s (each one shows B alive, so no claim is believed).
+        let mut answered = 0;
+        for i in 0..30_000u64 {
+            let t = t0 + i * 100_000;
+            let v = a.on_hello(0xbad0_0000 + i as u32, 0, 0, 0, t);
+            assert!(!v.reset && !v.known);
+            if i % 5_000 == 2_500 {
+                let v = deliver_with(|o| b.challenge(o), &mut a, t + 1_000);
+                assert!(v.known);
+                answered += usize::from(v.reply);
+            }
+        }
+        assert_eq!(answered, 6, "every challenge of B's answered");
+        // Answers have their gap too: a flood of challenges naming both
+        // epochs (which a sniffer can forge) gets one per gap.
+        let t1 = t0 + 10_000 * MS;
+        let answers = (0..1000u64)
+            .filter(|i| deliver_with(|o| b.challenge(o), &mut a, t1 + i * 100_000).reply)
+            .count();
+        assert_eq!(answers, (100 * MS / REPLY_GAP_NS) as usize);
     }
 
     #[test]

@@ -181,6 +181,12 @@ pub struct Session {
     /// an answer): the answer leaves from it (its route worked one way, and
     /// the peer's ACKs of that path leave from it too).
     challenged_from: Option<u16>,
+    /// The port the answer just sent from a challenge's port goes from once
+    /// more: the proven port, else [`PORT_BASE`]. Anyone who sees the
+    /// traffic can forge a challenge from a port of their choosing (a route
+    /// that failed, say), so the answer also takes the route the connection
+    /// proved last.
+    answer_again: Option<u16>,
     /// Requests waited on the peer at the last look.
     waiting: bool,
     next_check: u64,
@@ -221,6 +227,7 @@ impl Session {
             alive_at: now,
             answered_at: 0,
             challenged_from: None,
+            answer_again: None,
             waiting: false,
             next_check: now,
             next_keepalive: now,
@@ -286,8 +293,9 @@ impl Session {
     /// acknowledged last among those not suspect (a route that worked both
     /// ways), the even ones from each other path's port in turn (that route
     /// may have failed since). An answer to a challenge leaves from the port
-    /// the challenge came from. Any other, and a challenge with no port to
-    /// take: the proven port, else [`PORT_BASE`].
+    /// the challenge came from (and then again: [`Self::poll_hello`]). Any
+    /// other, and a challenge with no port to take: the proven port, else
+    /// [`PORT_BASE`].
     fn hello_port<const P: usize>(&self, conn: &Connection<P>) -> u16 {
         let proven = conn.proven_sport();
         if self.challenge {
@@ -510,22 +518,33 @@ impl Session {
 
     /// The hello to send at `now`, if one is due, encoded into `out`: its
     /// length and the UDP source port it leaves from (chosen from `conn`'s
-    /// paths: a challenge takes turns of them, an answer leaves from the
-    /// port of the challenge it answers). A challenge or reply a hello asked
-    /// for, or while the handshake is incomplete the next of our own. Call
-    /// until it returns `None`. (The paths are looked at only when a hello
-    /// is due: the caller polls on every pass.)
+    /// paths: a challenge takes turns of them; an answer leaves from the
+    /// port of the challenge it answers, then once more from the proven
+    /// port or [`PORT_BASE`] if that is another). A challenge or reply a
+    /// hello asked for, or while the handshake is incomplete the next of our
+    /// own. Call until it returns `None`. (The paths are looked at only when
+    /// a hello is due: the caller polls on every pass.)
     pub fn poll_hello<const P: usize>(
         &mut self,
         now: u64,
         conn: &Connection<P>,
         out: &mut [u8],
     ) -> Option<(usize, u16)> {
+        if let Some(sport) = self.answer_again.take() {
+            self.sent += 1;
+            return self.hs.hello(out).ok().map(|n| (n, sport));
+        }
         if !self.hello_due(now) {
             return None;
         }
         let sport = self.hello_port(conn);
-        self.next_hello_bytes(now, out).map(|n| (n, sport))
+        let answer = !self.challenge && self.reply && self.challenged_from.is_some();
+        let n = self.next_hello_bytes(now, out)?;
+        if answer {
+            let home = conn.proven_sport().unwrap_or(PORT_BASE);
+            self.answer_again = (home != sport).then_some(home);
+        }
+        Some((n, sport))
     }
 
     /// Whether [`Self::poll_hello`] has a hello to give at `now`.
@@ -582,7 +601,7 @@ impl Session {
             None
         };
         let mut at = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        if self.reply || self.challenge {
+        if self.reply || self.challenge || self.answer_again.is_some() {
             at(now);
         }
         if self.waiting {
@@ -770,13 +789,27 @@ mod tests {
             Some(PORT_BASE)
         );
         assert_eq!(a.poll_hello(t, &conn, &mut out), None, "one answer");
-        // A challenge from our peer's port, answered from it.
+        // A challenge from our peer's port, answered from it, and once more
+        // from the port we trust (no path proven here: PORT_BASE), at once.
         let t = t + 2 * REPLY_GAP_NS;
         challenge_from(&mut a, &mut b, PORT_BASE + 5, t);
         assert_eq!(
             a.poll_hello(t, &conn, &mut out).map(|(_, p)| p),
             Some(PORT_BASE + 5)
         );
+        assert_eq!(a.next_deadline(t, None), Some(t));
+        let (n, p) = a.poll_hello(t, &conn, &mut out).expect("again");
+        assert_eq!(p, PORT_BASE);
+        assert!(
+            matches!(decode(&out[..n]), Ok(Packet::Hello(h)) if h.common.flags == 0
+            && (h.epoch, h.common.conn) == (a.epoch(), b.epoch()))
+        );
+        assert_eq!(a.poll_hello(t, &conn, &mut out), None, "twice only");
+        // From PORT_BASE itself: once.
+        let t = t + 2 * REPLY_GAP_NS;
+        challenge_from(&mut a, &mut b, PORT_BASE, t);
+        assert!(a.poll_hello(t, &conn, &mut out).is_some());
+        assert_eq!(a.poll_hello(t, &conn, &mut out), None, "one answer");
     }
 
     #[test]

@@ -15,7 +15,9 @@ use metaroce_transport::session::{
     MIN_DEAD_NS,
 };
 use metaroce_transport::stream::RecvStream;
-use metaroce_transport::wire::{self, Opcode, Packet, PacketType, Remote};
+use metaroce_transport::wire::{
+    self, hello_flags, Common, HelloHeader, Opcode, Packet, PacketType, Remote,
+};
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -541,6 +543,46 @@ fn keepalives_and_their_answers_avoid_routes_that_failed() {
     // trip at most.
     let s = l.silent_waiting;
     assert!(s < 2 * KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
+}
+
+#[test]
+fn a_sniffer_forging_challenges_cannot_silence_a_live_peers_answers() {
+    // As in the first case, while someone who sees the traffic forges host
+    // 0's challenge (both epochs are on the wire) every millisecond, from a
+    // port whose route from host 1 has failed: each forged challenge takes
+    // host 1's answer slot and names that port. Host 1's answers also leave
+    // from the port it trusts, so host 0 still hears one per keepalive.
+    let mut net = cut_mid_transfer(7);
+    let forged_port = PORT_BASE + 9;
+    net.dead_ports = vec![(1, forged_port)];
+    let (a, b) = (
+        &net.hosts[0].links[&1].session,
+        &net.hosts[1].links[&0].session,
+    );
+    let forged = HelloHeader {
+        common: Common {
+            ptype: PacketType::Hello,
+            flags: hello_flags::CHALLENGE,
+            path: 0,
+            conn: b.epoch(),
+            psn: 0,
+            timestamp: 0,
+        },
+        epoch: a.epoch(),
+        isn: a.handshake().isn(),
+    };
+    let mut bytes = [0u8; 64];
+    let n = wire::encode_hello(&forged, &mut bytes).expect("a hello");
+    let until = net.now + 3 * MIN_DEAD_NS;
+    while net.now < until {
+        net.receive(0, 1, forged_port, &bytes[..n]);
+        net.run(net.now + MS);
+    }
+    let l = &net.hosts[0].links[&1];
+    assert!(l.conn.outstanding() > 0, "still waiting");
+    let s = l.silent_waiting;
+    assert!(s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
+    assert_eq!((l.resets, net.hosts[1].links[&0].resets), (0, 0));
 }
 
 #[test]
