@@ -19,7 +19,6 @@ mod rd_atomic;
 mod ready;
 mod requester;
 mod responder;
-
 mod shared;
 mod srq;
 mod state;
