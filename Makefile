@@ -112,8 +112,9 @@ check-stock:
 # perftest on the direct and multiplane topologies; table, CSV and PNG in
 # out/bench-DATE/ (Documentation/performance.md). BENCH_REPEAT=N (default 3),
 # BENCH_FILTER=REGEX (only matching points), BENCH_BASE_KO=PATH (latency,
-# lossless write_bw and send_bw, and write_bw at 1% loss also against another
-# revision's module, alternating in the same boot), BENCH_TYPES (default
+# 64 KiB latency, lossless write_bw and send_bw, and write_bw at 1% loss
+# also against another revision's module, alternating in the same boot),
+# BENCH_TYPES (default
 # "metaroce rxe tcp": iperf3 beside the direct write_bw points).
 bench:
 	scripts/bench.sh

@@ -63,16 +63,17 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     // An ACK for every 8th packet of a path, at once when the sender asks
     // (the end of its data, the path's window is full, or its pacer holds
     // the next packet longer than the ACK delay), when the path's
-    // last hole closes, on a CE mark or a duplicate, and otherwise within
-    // 500 us. Each ACK is a datagram both hosts pay for in full:
-    // acknowledging every packet (as this module did) made half of all
-    // datagrams ACKs; then they were 15-30%. With 16 paths at ~20,000
-    // packets a second a path sees a packet every 0.8 ms, so this timer
-    // sends most ACKs, and they were 20-60% of the data packets in the runs
-    // of 2026-12-07 (Documentation/performance.md, "The receiver's ACK
-    // delay": 2 ms halves them, but makes message tails wait).
+    // last hole closes, on a CE mark or a duplicate, on every path that
+    // owes one when the sender's queue runs dry (DRY), and otherwise within
+    // 2 ms. Each ACK is a datagram both hosts pay for in full: acknowledging
+    // every packet (as this module did) made half of all datagrams ACKs.
+    // The delay is also added to every probe timer (a path's ACK may wait
+    // that long): at 500 us, Debian's kernel timed out 53-136 probes per
+    // round of four bench points (lossless Write, Send, Write at 1% loss,
+    // latency) against 0-27 at 2 ms, which moved 14-15% more bytes; DRY keeps message tails from waiting for it
+    // (Documentation/performance.md, "DRY and a 2 ms ACK delay").
     cfg.ack_every = 8;
-    cfg.ack_delay_ns = 500_000;
+    cfg.ack_delay_ns = 2_000_000;
     cfg
 }
 

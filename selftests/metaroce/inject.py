@@ -72,7 +72,7 @@ FIELDS = {
 def hello(rng):
     epoch = rng.getrandbits(32) or 1
     to = 0 if rng.random() < 0.5 else rng.getrandbits(32)
-    return struct.pack("!BBHIII", (3 << 4) | 4, 0, 0, to, 0, 0) + struct.pack("!II", epoch, 0)
+    return struct.pack("!BBHIII", (4 << 4) | 4, 0, 0, to, 0, 0) + struct.pack("!II", epoch, 0)
 
 
 def mutate(rng, pkt):

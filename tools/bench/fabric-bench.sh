@@ -41,7 +41,10 @@
 # the latency point, lossless ib_write_bw and ib_send_bw, and ib_write_bw at
 # 1% loss are also run alternating that module and this one, each loaded in
 # turn into this boot, as points "write_lat base"/"write_lat this",
-# "write_bw base"/"write_bw this", "send_bw base"/..., "write_bw loss 1% base"/...
+# "write_bw base"/"write_bw this", "send_bw base"/..., "write_bw loss 1% base"/...,
+# and "write_lat 64K base"/... (64 KiB Writes one at a time: each message
+# ends with a short tail on every path, which waits for the receiver's
+# delayed ACK unless something asks for it)
 # (a pair runs when BENCH_FILTER, if given, matches its name, alone or with
 # " base" or " this"; BENCH_FILTER='(base|this)$' runs all four); boot-to-boot drift, which
 # moves latency by a third under TCG, then hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
@@ -467,7 +470,7 @@ ab_wanted() {
 		printf '%s\n' "$1" "$1 base" "$1 this" | grep -qE -e "$BENCH_FILTER"
 }
 if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw ||
-	ab_wanted send_bw || ab_wanted "write_bw loss 1%"; }; then
+	ab_wanted send_bw || ab_wanted "write_bw loss 1%" || ab_wanted "write_lat 64K"; }; then
 	echo "# A/B: $BENCH_BASE_KO against this module, alternating"
 	for ((r = 1; r <= repeat; r++)); do
 		# ABBA: neither module always goes first.
@@ -487,6 +490,9 @@ if [ -n "${BENCH_BASE_KO:-}" ] && { ab_wanted write_lat || ab_wanted write_bw ||
 			}
 			if ab_wanted write_lat; then
 				run_once "write_lat $which" metaroce lat ib_write_lat "$r" -s 2 -n 500
+			fi
+			if ab_wanted "write_lat 64K"; then
+				run_once "write_lat 64K $which" metaroce lat ib_write_lat "$r" -s 65536 -n 200
 			fi
 			if ab_wanted write_bw; then
 				run_once "write_bw $which" metaroce bw ib_write_bw "$r" "${bw[@]}"

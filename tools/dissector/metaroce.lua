@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: GPL-2.0
 --
--- Wireshark / tshark dissector for the MetaRoCE wire format, version 3
+-- Wireshark / tshark dissector for the MetaRoCE wire format, version 4
 -- (Documentation/wire-format.md; the codec is rust/transport/src/wire.rs).
 -- UDP destination port 4792. Every packet type, flag and optional part is
 -- shown; what the Rust decoder would reject is marked as malformed (expert
@@ -47,6 +47,7 @@ f.f_ack_req = ProtoField.bool("metaroce.flags.ack_req", "ACK_REQ", 8, nil, 0x08)
 f.f_relocated = ProtoField.bool("metaroce.flags.relocated", "RELOCATED", 8, nil, 0x10)
 f.f_void = ProtoField.bool("metaroce.flags.void", "VOID", 8, nil, 0x20)
 f.f_solicited = ProtoField.bool("metaroce.flags.solicited", "SOLICITED", 8, nil, 0x40)
+f.f_dry = ProtoField.bool("metaroce.flags.dry", "DRY", 8, nil, 0x80)
 f.f_duplicate = ProtoField.bool("metaroce.flags.duplicate", "DUPLICATE", 8, nil, 0x01)
 f.f_challenge = ProtoField.bool("metaroce.flags.challenge", "CHALLENGE", 8, nil, 0x01)
 f.f_imm = ProtoField.bool("metaroce.flags.imm", "IMM", 8, nil, 0x01)
@@ -105,7 +106,7 @@ p.experts = { e_malformed, e_rejection }
 
 local COMMON, DATA_FIXED = 16, 20
 local ACK_LEN, NAK_LEN, HELLO_LEN = 48, 12, 8
-local DATA_FLAGS, ACK_FLAGS, HELLO_FLAGS = 0x7f, 0x01, 0x01
+local DATA_FLAGS, ACK_FLAGS, HELLO_FLAGS = 0xff, 0x01, 0x01
 
 local function bad(tree, item, why)
 	(item or tree):add_proto_expert_info(e_malformed, why)
@@ -209,6 +210,9 @@ local function data(buf, tree, flags)
 	end
 	if has(flags, 0x40) and not consumes_receive(op) then
 		bad(tree, opi, "only a Send or a Write with Immediate is solicited")
+	end
+	if has(flags, 0x80) and not has(flags, 0x08) then
+		bad(tree, nil, "DRY without ACK_REQ")
 	end
 	if not has_payload(op) and paylen ~= 0 then
 		bad(tree, opi, "this operation carries no bytes")
@@ -323,7 +327,7 @@ function p.dissector(buf, pinfo, root)
 	local allowed = 0
 	if ptype == 1 then
 		allowed = DATA_FLAGS
-		for _, b in ipairs({ f.f_first, f.f_last, f.f_retransmit, f.f_ack_req, f.f_relocated, f.f_void, f.f_solicited }) do
+		for _, b in ipairs({ f.f_first, f.f_last, f.f_retransmit, f.f_ack_req, f.f_relocated, f.f_void, f.f_solicited, f.f_dry }) do
 			fi:add(b, buf(1, 1))
 		end
 	elseif ptype == 2 then
@@ -357,7 +361,7 @@ function p.dissector(buf, pinfo, root)
 		tree:add(f.psn, buf(8, 4))
 		tree:add(f.word3, buf(12, 4))
 	end
-	if version ~= 3 then
+	if version ~= 4 then
 		bad(tree, vi, "unknown version " .. version)
 	end
 	local unknown = band8(flags, 255 - allowed)

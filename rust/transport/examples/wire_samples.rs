@@ -223,7 +223,7 @@ fn samples() -> Vec<Sample> {
     let payload: Vec<u8> = (0..64u8).collect();
     let mut v = vec![hello(0), hello(hello_flags::CHALLENGE)];
     let both = flags::FIRST | flags::LAST;
-    let mut send = header(Opcode::Send, both | flags::ACK_REQ, 1, 100);
+    let mut send = header(Opcode::Send, both | flags::ACK_REQ | flags::DRY, 1, 100);
     send.rsn = 3;
     v.push(data(send, &payload));
     let mut send_imm = header(Opcode::SendImm, flags::FIRST, 2, 101);
@@ -272,9 +272,10 @@ fn samples() -> Vec<Sample> {
     let good_ack = ack(0, None);
     let good_hello = hello(0);
     v.push(broken(&good_write, |b| b.truncate(30)));
+    v.push(broken(&good_write, |b| b[0] = 0x31));
     v.push(broken(&good_write, |b| b[0] = 0x11));
     v.push(broken(&good_write, |b| b[0] = 0x27));
-    v.push(broken(&good_write, |b| b[1] |= 0x80));
+    v.push(broken(&good_write, |b| b[1] |= flags::DRY));
     v.push(broken(&good_write, |b| b.truncate(b.len() - 1)));
     v.push(broken(&good_write, |b| b[16] = 9));
     v.push(broken(&good_write, |b| b[1] |= flags::VOID));

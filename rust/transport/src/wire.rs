@@ -10,12 +10,13 @@
 //! decodes to a packet whose fields are consistent, or is rejected with a
 //! [`DecodeError`] naming what is wrong.
 
-/// The wire format version this code speaks: 3 since 2026-12-05 (a packet
+/// The wire format version this code speaks: 4 since 2026-12-07 (the data
+/// flag DRY); 3 since 2026-12-05 (a packet
 /// refused for want of a receive is not acknowledged, and its NAK names it
 /// and carries the RNR timer); 2 since 2026-12-03 (the receive number in
 /// data packets, the SOLICITED flag, NAK code 5 "no queue pair"). A peer
 /// speaking another version drops every packet of ours, and we its.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Bytes of the common header that starts every packet.
 pub const COMMON_LEN: usize = 16;
@@ -75,8 +76,13 @@ pub mod flags {
     /// completions only. On every packet of a Send, Send with Immediate or
     /// Write with Immediate so marked; never on other operations.
     pub const SOLICITED: u8 = 1 << 6;
+    /// The sender's queue ran dry with this packet (it also asks for an
+    /// ACK): the receiver acknowledges at once every path that owes an
+    /// ACK, not only this packet's, so that no path's last packets wait
+    /// for the receiver's delayed ACK.
+    pub const DRY: u8 = 1 << 7;
     /// Every flag this version defines.
-    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID | SOLICITED;
+    pub const ALL: u8 = FIRST | LAST | RETRANSMIT | ACK_REQ | RELOCATED | VOID | SOLICITED | DRY;
 }
 
 /// ACK flags (byte 1 of an ACK).
@@ -584,12 +590,16 @@ fn decode_datagram(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, Deco
 }
 
 fn decode_data(common: Common, mut r: Reader<'_>) -> Result<Packet<'_>, DecodeError> {
-    if common.flags & !flags::ALL != 0 {
-        return Err(DecodeError::Flags(common.flags));
-    }
+    // Every bit of a data packet's flags is defined (`flags::ALL`); the
+    // rules below refuse the combinations that make no sense.
+    const _: () = assert!(flags::ALL == u8::MAX);
     let op = r.u8()?;
     let opcode = Opcode::from_u8(op).ok_or(DecodeError::Opcode(op))?;
     if common.flags & flags::SOLICITED != 0 && !opcode.consumes_receive() {
+        return Err(DecodeError::Flags(common.flags));
+    }
+    // A queue that ran dry asks for this packet's ACK too.
+    if common.flags & flags::DRY != 0 && common.flags & flags::ACK_REQ == 0 {
         return Err(DecodeError::Flags(common.flags));
     }
     let rsn = r.u8()?;
@@ -772,13 +782,13 @@ pub fn encode_data(
 ) -> Result<usize, EncodeError> {
     let op = hdr.opcode;
     let consistent = hdr.common.ptype == PacketType::Data
-        && hdr.common.flags & !flags::ALL == 0
         && hdr.remote.is_some() == op.has_remote()
         && hdr.imm.is_some() == op.has_imm()
         && hdr.atomic.is_some() == op.is_atomic()
         && hdr.origin.is_some() == (hdr.common.flags & flags::RELOCATED != 0)
         && (hdr.rsn == 0 || op.consumes_receive())
         && (hdr.common.flags & flags::SOLICITED == 0 || op.consumes_receive())
+        && (hdr.common.flags & flags::DRY == 0 || hdr.common.flags & flags::ACK_REQ != 0)
         && bounds_ok(hdr, payload_len);
     if !consistent {
         return Err(EncodeError::Invalid);
@@ -995,7 +1005,7 @@ mod tests {
     fn byte_order_is_big_endian() {
         let mut buf = [0u8; 128];
         encode_data(&write_hdr(), 0, &mut buf).unwrap();
-        assert_eq!(buf[0], 0x31, "version 3, type data");
+        assert_eq!(buf[0], 0x41, "version 4, type data");
         assert_eq!(&buf[4..8], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(&buf[8..12], &1000u32.to_be_bytes());
     }
@@ -1061,20 +1071,27 @@ mod tests {
         };
         let n = encode_data(&plain, 0, &mut buf).unwrap();
         let mut bad = buf;
-        bad[0] = 0x41;
-        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(4)));
-        // The versions before: 2 acknowledged a packet refused for want
-        // of a receive; 1 had no receive number, SOLICITED or code 5.
+        bad[0] = 0x51;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(5)));
+        // The versions before: 3 had no DRY; 2 acknowledged a packet
+        // refused for want of a receive; 1 had no receive number,
+        // SOLICITED or code 5.
+        bad[0] = 0x31;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(3)));
         bad[0] = 0x21;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(2)));
         bad[0] = 0x11;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::Version(1)));
         bad = buf;
-        bad[0] = 0x3f;
+        bad[0] = 0x4f;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::PacketType(15)));
+        // DRY without ACK_REQ (a queue that ran dry asks for this
+        // packet's ACK too); with it, a packet as any other.
         bad = buf;
-        bad[1] = 0x80;
-        assert_eq!(decode(&bad[..n]), Err(DecodeError::Flags(0x80)));
+        bad[1] = flags::DRY;
+        assert_eq!(decode(&bad[..n]), Err(DecodeError::Flags(flags::DRY)));
+        bad[1] = flags::DRY | flags::ACK_REQ;
+        assert!(matches!(decode(&bad[..n]), Ok(Packet::Data(..))));
         bad = buf;
         bad[16] = 99;
         assert_eq!(decode(&bad[..n]), Err(DecodeError::Opcode(99)));

@@ -2034,10 +2034,11 @@ fn a_dead_path_with_nothing_else_to_send_moves_at_its_fourth_expiry() {
     assert_eq!(check_delivery(&p, 0, 1, &msgs), Vec::<String>::new());
 }
 
-/// Messages one at a time (the next posted once the last completed), as a
-/// program that waits for each completion does, over 16 paths with the
-/// module's configuration, host 1's timers running `lag` late.
-fn one_at_a_time_with_late_receiver_timers(lag: u64) -> Pair {
+/// Messages of `sizes` one at a time (the next posted once the last
+/// completed), as a program that waits for each completion does, over 16
+/// paths with the module's configuration, host 1's timers running `lag`
+/// late.
+fn one_at_a_time_with_late_receiver_timers(lag: u64, sizes: &[u32]) -> Pair {
     let (mut a, mut b) = config_pair(16, 1024);
     for c in [&mut a, &mut b] {
         c.ack_delay_ns = 500_000;
@@ -2051,7 +2052,7 @@ fn one_at_a_time_with_late_receiver_timers(lag: u64) -> Pair {
     };
     let mut p = Pair::with_configs(a, b, chan, 3);
     p.hosts[1].timer_lag = lag;
-    let msgs = workload(60, 2, &[4096, 16384, 65536, 200_000]);
+    let msgs = workload(60, 2, sizes);
     for m in &msgs {
         p.hosts[0].todo.push_back(*m);
         let until = p.now + 10 * SECOND;
@@ -2062,26 +2063,41 @@ fn one_at_a_time_with_late_receiver_timers(lag: u64) -> Pair {
 }
 
 #[test]
-fn late_receiver_timers_cost_one_probe_per_path_tail_and_nothing_more() {
-    // Only a message's last packet, and the last of the queue, ask for an
-    // ACK at once; the other paths' last few packets of a message wait for
-    // the receiver's delayed ACK (500 us). When the receiver's timers run
-    // late (softirq deferred under load, as in the debug guest) but less
-    // than the probe timer's slack, nothing is resent.
+fn late_receiver_timers_cost_no_probe_at_the_end_of_the_queue() {
+    // A message's last packet asks for an ACK at once; the other paths'
+    // last few packets (fewer than `ack_every`) would wait for the
+    // receiver's delayed ACK (500 us). When the receiver's timers run late
+    // (softirq deferred under load, as in the debug guest) by more than
+    // the probe timer's slack, each such path's probe fired and resent a
+    // packet that was not lost. The last packet queued now carries DRY, and
+    // the receiver sends every path's ACK on it. Messages that never fill
+    // the window (4 and 16 KiB): nothing resent at any lag (before DRY,
+    // 3 and 12 probes of 600 packets at 5 and 20 ms).
+    for lag in [0, 1_000_000, 5_000_000, 20_000_000] {
+        let p = one_at_a_time_with_late_receiver_timers(lag, &[4096, 16384]);
+        let s = p.hosts[0].conn.stats();
+        assert_eq!((s.timeouts, s.retransmits), (0, 0), "lag {lag}: {s:?}");
+        assert_eq!((s.path_moves, s.relocations), (0, 0), "lag {lag}: {s:?}");
+    }
+}
+
+#[test]
+fn late_receiver_timers_still_cost_probes_where_the_window_fills() {
+    // Messages of up to 200 KiB fill the connection's window while it
+    // opens: the paths' packets sent before it filled (fewer than
+    // `ack_every` each) wait for the late delayed ACK, and DRY does not
+    // help, for more is queued. 44 probes of 4,200 packets at 5 and 20 ms
+    // (96 and 119 before DRY), each one resend, no move; none when the
+    // timers are on time.
     for lag in [0, 1_000_000] {
-        let p = one_at_a_time_with_late_receiver_timers(lag);
+        let p = one_at_a_time_with_late_receiver_timers(lag, &[4096, 16384, 65536, 200_000]);
         let s = p.hosts[0].conn.stats();
         assert_eq!((s.timeouts, s.retransmits), (0, 0), "lag {lag}: {s:?}");
     }
-    // Later than the probe timer, each waiting path's probe fires once and
-    // resends one packet, which asks for its ACK at once: spurious resends
-    // (96 and 119 of 4,200 packets here), but no path moves and nothing is
-    // relocated. Removing them needs the receiver to acknowledge every
-    // path when the sender's queue runs dry (not in this wire version).
     for lag in [5_000_000, 20_000_000] {
-        let p = one_at_a_time_with_late_receiver_timers(lag);
+        let p = one_at_a_time_with_late_receiver_timers(lag, &[4096, 16384, 65536, 200_000]);
         let s = p.hosts[0].conn.stats();
-        assert!(s.timeouts > 0 && s.timeouts <= 130, "lag {lag}: {s:?}");
+        assert!(s.timeouts > 0 && s.timeouts <= 60, "lag {lag}: {s:?}");
         assert_eq!(s.retransmits, s.timeouts, "lag {lag}: {s:?}");
         assert_eq!((s.path_moves, s.relocations), (0, 0), "lag {lag}: {s:?}");
     }
@@ -2124,4 +2140,83 @@ fn a_path_whose_acks_die_moves_as_one_whose_data_dies() {
     }
     // The same time to the end, within one probe timer (10 ms at first).
     assert!(ends[0].abs_diff(ends[1]) < 10_000_000, "{ends:?}");
+}
+
+/// Every datagram host 0 of `p` may send at `now`, with its source port.
+fn sent_by_a(p: &mut Pair, now: u64) -> Vec<(Vec<u8>, u16)> {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut out = vec![];
+    while let Some(t) = p.hosts[0].conn.poll_transmit(now, &mut hdr) {
+        out.push((datagram(&hdr, &t), t.sport));
+    }
+    out
+}
+
+/// How many ACKs host 1 of `p` sends at `now`.
+fn acks_by_b(p: &mut Pair, now: u64) -> usize {
+    let mut hdr = [0u8; TRANSPORT_HEADER_MAX as usize];
+    let mut n = 0;
+    while let Some(t) = p.hosts[1].conn.poll_transmit(now, &mut hdr) {
+        n += usize::from(matches!(wire::decode(&hdr[..t.len]), Ok(Packet::Ack(_))));
+    }
+    n
+}
+
+fn flags_of(b: &[u8]) -> u8 {
+    match wire::decode(b) {
+        Ok(Packet::Data(h, _)) => h.common.flags,
+        _ => 0,
+    }
+}
+
+#[test]
+fn dry_has_every_owing_path_acknowledged_and_a_replayed_dry_only_its_own() {
+    // The module's delayed ACKs: nothing is owed at once before 8 packets
+    // or 500 us.
+    let (mut a, mut b) = config_pair(4, 1024);
+    for c in [&mut a, &mut b] {
+        c.ack_every = 8;
+        c.ack_delay_ns = 500_000;
+    }
+    let mut p = Pair::with_configs(a, b, Channel::default(), 1);
+    let msgs = workload(2, 1, &[4096]);
+    // One message of 4 packets, one per path; only the last is DRY.
+    p.hosts[0].conn.post(msgs[0]).unwrap();
+    let first = sent_by_a(&mut p, 0);
+    let dry: Vec<bool> = first
+        .iter()
+        .map(|(b, _)| flags_of(b) & wire::flags::DRY != 0)
+        .collect();
+    assert_eq!(dry, [false, false, false, true]);
+    for (b, sport) in &first[..3] {
+        p.hosts[1].receive(1_000, b, *sport, false);
+    }
+    assert_eq!(
+        acks_by_b(&mut p, 1_000),
+        0,
+        "three paths owe an ACK, none due yet"
+    );
+    let (b, sport) = &first[3];
+    p.hosts[1].receive(2_000, b, *sport, false);
+    assert_eq!(acks_by_b(&mut p, 2_000), 4, "DRY: every owing path at once");
+    // The next message's first three packets, then a copy of the old DRY
+    // packet instead of its last: a duplicate, acknowledged alone.
+    p.hosts[0].conn.post(msgs[1]).unwrap();
+    let second = sent_by_a(&mut p, 3_000);
+    assert_eq!(second.len(), 4);
+    for (b, sport) in &second[..3] {
+        p.hosts[1].receive(4_000, b, *sport, false);
+    }
+    assert_eq!(acks_by_b(&mut p, 4_000), 0);
+    let (b, sport) = &first[3];
+    p.hosts[1].receive(5_000, b, *sport, false);
+    assert_eq!(
+        acks_by_b(&mut p, 5_000),
+        1,
+        "a replayed DRY: only its own path"
+    );
+    // The real last packet still has the owing paths acknowledged.
+    let (b, sport) = &second[3];
+    p.hosts[1].receive(6_000, b, *sport, false);
+    assert_eq!(acks_by_b(&mut p, 6_000), 4);
 }

@@ -55,6 +55,10 @@ fn data() -> impl Strategy<Value = (DataHeader, u16)> {
                 if !opcode.consumes_receive() {
                     common.flags &= !flags::SOLICITED;
                 }
+                // A queue that ran dry asks for an ACK too.
+                if common.flags & flags::DRY != 0 {
+                    common.flags |= flags::ACK_REQ;
+                }
                 let void = common.flags & flags::VOID != 0;
                 let (payload_len, offset, msg_len) = if opcode.is_atomic() {
                     (0, 0, 8)

@@ -187,6 +187,17 @@ impl<const P: usize> Connection<P> {
                 Arrival::OutOfWindow => return Err(RecvError::Window),
             }
         }
+        if hdr.common.flags & flags::DRY != 0 {
+            // The sender's queue ran dry with this packet: every path that
+            // owes an ACK sends it now, not after the delayed-ACK timer
+            // (which runs late when softirq does). Only on a new packet: a
+            // copy of an old one (anyone who saw it can send it again) is
+            // acknowledged alone, above; so is a relocated copy whose first
+            // copy arrived.
+            for r in &mut self.rx {
+                r.due |= r.ack_at.is_some();
+            }
+        }
         if hdr.common.flags & flags::VOID != 0 {
             return Ok(Received::Void);
         }

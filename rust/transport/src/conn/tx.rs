@@ -207,7 +207,10 @@ impl<const P: usize> Connection<P> {
             psn,
             sport,
         });
-        let extra = flags::RETRANSMIT | flags::ACK_REQ;
+        // With nothing more queued, a resend is the sender's last word
+        // too (the DRY packet itself may have been the one lost).
+        let dry = if self.cursor.is_none() { flags::DRY } else { 0 };
+        let extra = flags::RETRANSMIT | flags::ACK_REQ | dry;
         self.encode_slot(i, psn, &slot, extra, now, buf)
     }
 
@@ -396,10 +399,17 @@ impl<const P: usize> Connection<P> {
         // (Not when only the connection's window is full: the paths' ACKs
         // arrive every `ack_every` packets anyway, and asking on every send
         // that fills the window made an ACK of every other packet.) The
-        // first flight's last packet asks too: no ACK clock runs yet.
+        // first flight's last packet asks too: no ACK clock runs yet. With
+        // nothing more queued, the other paths' last packets would wait for
+        // the receiver's delayed ACK, late under load (each then cost a
+        // probe and a resend): DRY asks for every path's ACK.
         let first_done = !self.answered && self.outstanding >= self.window_now();
         let more = self.cursor.is_some() && self.free(path) > 0 && !held && !first_done;
-        let extra = if more { 0 } else { flags::ACK_REQ };
+        let extra = match (more, self.cursor.is_none()) {
+            (true, _) => 0,
+            (false, false) => flags::ACK_REQ,
+            (false, true) => flags::ACK_REQ | flags::DRY,
+        };
         self.encode_slot(path, psn, &slot, extra, now, buf)
     }
 }
