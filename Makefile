@@ -114,8 +114,8 @@ check-stock:
 # BENCH_FILTER=REGEX (only matching points), BENCH_BASE_KO=PATH (latency,
 # 64 KiB latency, lossless write_bw and send_bw, and write_bw at 1% loss
 # also against another revision's module, alternating in the same boot),
-# BENCH_TYPES (default
-# "metaroce rxe tcp": iperf3 beside the direct write_bw points).
+# BENCH_TYPES (default "metaroce rxe tcp": iperf3 beside the direct
+# write_bw points).
 bench:
 	scripts/bench.sh
 

@@ -70,8 +70,10 @@ pub(super) fn conn_config(s: &Session, ip: &IpAddr, mtu: u32) -> Config {
     // The delay is also added to every probe timer (a path's ACK may wait
     // that long): at 500 us, Debian's kernel timed out 53-136 probes per
     // round of four bench points (lossless Write, Send, Write at 1% loss,
-    // latency) against 0-27 at 2 ms, which moved 14-15% more bytes; DRY keeps message tails from waiting for it
-    // (Documentation/performance.md, "DRY and a 2 ms ACK delay").
+    // latency) against 0-27 at 2 ms, where lossless Write moved 14-15%
+    // more bytes; DRY keeps the tails of the last message queued from
+    // waiting for the delay (Documentation/performance.md, "DRY and a 2 ms
+    // ACK delay").
     cfg.ack_every = 8;
     cfg.ack_delay_ns = 2_000_000;
     cfg

@@ -46,7 +46,7 @@
 # ends with a short tail on every path, which waits for the receiver's
 # delayed ACK unless something asks for it)
 # (a pair runs when BENCH_FILTER, if given, matches its name, alone or with
-# " base" or " this"; BENCH_FILTER='(base|this)$' runs all four); boot-to-boot drift, which
+# " base" or " this"; BENCH_FILTER='(base|this)$' runs all five); boot-to-boot drift, which
 # moves latency by a third under TCG, then hits both alike), BENCH_INCAST_SENDERS (8) and BENCH_INCAST_RATE_KBIT
 # (24000: the incast point's bottleneck, below the ~35 Mbit/s that eight
 # MetaRoCE senders and their receiver move together in this guest, where

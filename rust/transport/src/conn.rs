@@ -30,7 +30,8 @@
 //! Receiver: each path keeps its bitmap of received PSNs (duplicates are
 //! dropped), acknowledges every `ack_every` packets (or after `ack_delay_ns`)
 //! or at once when asked, when its last hole closes, on a CE mark or on a
-//! duplicate, and echoes the sender's timestamp; every ACK
+//! duplicate (every path that owes an ACK at once on a new packet flagged
+//! DRY: the sender's queue ran dry), and echoes the sender's timestamp; every ACK
 //! carries the fair-share hint and the latest rejection. Placement and
 //! in-order completion per stream are the caller's (see `stream`).
 //! `Documentation/transport.md` tells the whole design.
@@ -116,7 +117,7 @@ pub struct Config {
     pub ack_delay_ns: u32,
     /// The receiver acknowledges at least every this many packets of a path
     /// (and at once when asked, when its last hole closes, on a CE mark or a
-    /// duplicate).
+    /// duplicate, and every path that owes one on a new packet flagged DRY).
     pub ack_every: u16,
     /// Shortest probe timer, in microseconds: a host whose scheduling
     /// delays exceed its round trips (a busy or virtual machine) sets it so

@@ -30,12 +30,15 @@
 //! answer within a round trip.
 //!
 //! Replies and challenges are rate-limited ([`REPLY_GAP_NS`]): a flood of
-//! hellos makes at most one datagram per gap towards the peer. An end that
-//! still waits for the handshake repeats its own hellos, so a reply held back
+//! hellos makes at most one per gap towards the peer. An end that still
+//! waits for the handshake repeats its own hellos, so a reply held back
 //! costs it one repetition. Answers to challenges from the incarnation we
-//! know have a gap of their own: a flood of claims, which anyone who can
-//! send from the peer's address can make without seeing a packet, does not
-//! hold back the answer a live peer's keepalive waits for.
+//! know (which name both epochs: only who sees the traffic can forge them)
+//! have a gap of their own: a flood of claims, which anyone who can send
+//! from the peer's address can make without seeing a packet, does not hold
+//! back the answer a live peer's keepalive waits for. So at most two
+//! verdicts ask for a datagram per gap, and the session sends an answer
+//! twice (from two ports): three hellos per gap towards the peer at most.
 //!
 //! Sans-IO like the rest of the core: the caller sends the hellos
 //! ([`Handshake::hello`]) on a timer until [`Handshake::ready`], and when a
@@ -90,11 +93,12 @@ pub struct Handshake {
     /// When a hello first claimed a new incarnation of the peer, while the
     /// one we know has not shown life since.
     claimed_at: Option<u64>,
-    /// The last reply or challenge sent (rate limit).
+    /// The last reply or challenge sent (rate limit; answers to the known
+    /// incarnation's challenges have their own, `answer_sent_at`).
     replied_at: Option<u64>,
     /// The last answer to a challenge from the incarnation we know (its own
     /// rate limit).
-    answered_at: Option<u64>,
+    answer_sent_at: Option<u64>,
     /// Hello claims not (yet) believed, for statistics.
     doubted: u64,
 }
@@ -131,7 +135,7 @@ impl Handshake {
             used: false,
             claimed_at: None,
             replied_at: None,
-            answered_at: None,
+            answer_sent_at: None,
             doubted: 0,
         }
     }
@@ -202,8 +206,8 @@ impl Handshake {
                 self.confirmed = true;
                 self.claimed_at = None;
                 v.known = true;
-                v.reply =
-                    flags & hello_flags::CHALLENGE != 0 && gap_passed(&mut self.answered_at, now);
+                v.reply = flags & hello_flags::CHALLENGE != 0
+                    && gap_passed(&mut self.answer_sent_at, now);
             } else {
                 // It does not know our epoch (yet).
                 v.reply = self.may_reply(now);

@@ -6,7 +6,8 @@
 //! fair share handed to the peer in every ACK. The kernel driver, the
 //! simulator and the tests all drive a [`Connection`] through this one type,
 //! so that none of them has a handshake, a liveness rule or a rate-hint rule
-//! of its own.
+//! of its own. Which hello goes when, and from which port, is
+//! `session/hello.rs`; the unit tests are `session/tests.rs`.
 //!
 //! Sans-IO and without allocation like the rest of the core. The caller owns
 //! a `Session` and its `Connection` side by side (under one lock in the
@@ -184,11 +185,13 @@ pub struct Session {
     /// the peer's ACKs of that path leave from it too).
     challenged_from: Option<u16>,
     /// The port the answer just sent from a challenge's port goes from once
-    /// more: the proven port, else [`PORT_BASE`]. Anyone who sees the
-    /// traffic can forge a challenge from a port of their choosing (a route
-    /// that failed, say), so the answer also takes the route the connection
-    /// proved last.
+    /// more ([`Self::poll_hello`]). Anyone who sees the traffic can forge a
+    /// challenge from a port of their choosing (a route that failed, say),
+    /// and each one uses up the answers' rate slot, so the copies take the
+    /// route the connection proved last and every other route in turn.
     answer_again: Option<u16>,
+    /// Answers sent from a challenge's port (the copies' turns).
+    answers: u64,
     /// Requests waited on the peer at the last look.
     waiting: bool,
     next_check: u64,
@@ -230,6 +233,7 @@ impl Session {
             answered_at: 0,
             challenged_from: None,
             answer_again: None,
+            answers: 0,
             waiting: false,
             next_check: now,
             next_keepalive: now,

@@ -436,7 +436,9 @@ pub enum DecodeError {
     Opcode(u8),
     /// An unknown NAK code.
     NakCode(u8),
-    /// Flags this version does not define, or flags on a packet without any.
+    /// Flags this version does not define, a combination it refuses
+    /// (SOLICITED on an operation that takes no receive, DRY without
+    /// ACK_REQ), or flags on a packet without any.
     Flags(u8),
     /// A reserved field is not zero.
     Reserved,

@@ -275,7 +275,8 @@ fn the_receivers_rate_hint_caps_the_window() {
 }
 
 /// A hint whose rate over the bare round trip is less than a packet, with
-/// the kernel module's delayed ACKs (every 8 packets or 500 us): the sender
+/// delayed ACKs as the kernel module's before 2026-12-07 (every 8 packets or
+/// 500 us; 2 ms since): the sender
 /// still reaches its hint. (The window was capped at the hint times the
 /// minimum RTT, rounded down: two packets here, which waited for a delayed
 /// ACK: 0.69 of the hint.)
@@ -2036,8 +2037,8 @@ fn a_dead_path_with_nothing_else_to_send_moves_at_its_fourth_expiry() {
 
 /// Messages of `sizes` one at a time (the next posted once the last
 /// completed), as a program that waits for each completion does, over 16
-/// paths with the module's configuration, host 1's timers running `lag`
-/// late.
+/// paths with the module's configuration before 2026-12-07 (`ack_every` 8,
+/// a 500 us delay, probe floor 2 ms), host 1's timers running `lag` late.
 fn one_at_a_time_with_late_receiver_timers(lag: u64, sizes: &[u32]) -> Pair {
     let (mut a, mut b) = config_pair(16, 1024);
     for c in [&mut a, &mut b] {
@@ -2171,8 +2172,8 @@ fn flags_of(b: &[u8]) -> u8 {
 
 #[test]
 fn dry_has_every_owing_path_acknowledged_and_a_replayed_dry_only_its_own() {
-    // The module's delayed ACKs: nothing is owed at once before 8 packets
-    // or 500 us.
+    // Delayed ACKs as the module's (every 8 packets; 500 us here, 2 ms in
+    // the module): nothing is owed at once before 8 packets or 500 us.
     let (mut a, mut b) = config_pair(4, 1024);
     for c in [&mut a, &mut b] {
         c.ack_every = 8;

@@ -551,38 +551,49 @@ fn a_sniffer_forging_challenges_cannot_silence_a_live_peers_answers() {
     // 0's challenge (both epochs are on the wire) every millisecond, from a
     // port whose route from host 1 has failed: each forged challenge takes
     // host 1's answer slot and names that port. Host 1's answers also leave
-    // from the port it trusts, so host 0 still hears one per keepalive.
-    let mut net = cut_mid_transfer(7);
-    let forged_port = PORT_BASE + 9;
-    net.dead_ports = vec![(1, forged_port)];
-    let (a, b) = (
-        &net.hosts[0].links[&1].session,
-        &net.hosts[1].links[&0].session,
-    );
-    let forged = HelloHeader {
-        common: Common {
-            ptype: PacketType::Hello,
-            flags: hello_flags::CHALLENGE,
-            path: 0,
-            conn: b.epoch(),
-            psn: 0,
-            timestamp: 0,
-        },
-        epoch: a.epoch(),
-        isn: a.handshake().isn(),
-    };
-    let mut bytes = [0u8; 64];
-    let n = wire::encode_hello(&forged, &mut bytes).expect("a hello");
-    let until = net.now + 3 * MIN_DEAD_NS;
-    while net.now < until {
-        net.receive(0, 1, forged_port, &bytes[..n]);
-        net.run(net.now + MS);
+    // from other ports in turn (it has no path of its own acknowledged, so
+    // every other copy takes PORT_BASE, the others its paths' ports), so
+    // host 0 still hears one per keepalive: with PORT_BASE's route working,
+    // with it failed too, and with the forger naming PORT_BASE itself.
+    for (forged_port, dead) in [
+        (PORT_BASE + 9, vec![PORT_BASE + 9]),
+        (PORT_BASE + 9, vec![PORT_BASE + 9, PORT_BASE]),
+        (PORT_BASE, vec![PORT_BASE]),
+    ] {
+        let mut net = cut_mid_transfer(7);
+        net.dead_ports = dead.iter().map(|&p| (1, p)).collect();
+        let (a, b) = (
+            &net.hosts[0].links[&1].session,
+            &net.hosts[1].links[&0].session,
+        );
+        let forged = HelloHeader {
+            common: Common {
+                ptype: PacketType::Hello,
+                flags: hello_flags::CHALLENGE,
+                path: 0,
+                conn: b.epoch(),
+                psn: 0,
+                timestamp: 0,
+            },
+            epoch: a.epoch(),
+            isn: a.handshake().isn(),
+        };
+        let mut bytes = [0u8; 64];
+        let n = wire::encode_hello(&forged, &mut bytes).expect("a hello");
+        let until = net.now + 3 * MIN_DEAD_NS;
+        while net.now < until {
+            net.receive(0, 1, forged_port, &bytes[..n]);
+            net.run(net.now + MS);
+        }
+        let l = &net.hosts[0].links[&1];
+        assert!(l.conn.outstanding() > 0, "still waiting");
+        let s = l.silent_waiting;
+        assert!(
+            s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS,
+            "silent {s} ns, dead {dead:?}"
+        );
+        assert_eq!((l.resets, net.hosts[1].links[&0].resets), (0, 0));
     }
-    let l = &net.hosts[0].links[&1];
-    assert!(l.conn.outstanding() > 0, "still waiting");
-    let s = l.silent_waiting;
-    assert!(s < KEEPALIVE_NS + ALIVE_CHECK_NS + MS, "silent {s} ns");
-    assert_eq!((l.resets, net.hosts[1].links[&0].resets), (0, 0));
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! own while the handshake is incomplete (ever more rarely while the peer
 //! does not answer), the replies and challenges hellos ask for, keepalive
 //! challenges taking turns of the connection's paths, and answers from the
-//! port of the challenge they answer.
+//! port of the challenge they answer, then once more from another (the
+//! proven port, or each path's in turn).
 
 use super::super::conn::{Connection, PORT_BASE};
 use super::{Session, HELLO_FAST_TRIES, HELLO_MAX_NS, HELLO_SLOW_NS};
@@ -42,8 +43,10 @@ impl Session {
     /// The hello to send at `now`, if one is due, encoded into `out`: its
     /// length and the UDP source port it leaves from (chosen from `conn`'s
     /// paths: a challenge takes turns of them; an answer leaves from the
-    /// port of the challenge it answers, then once more from the proven
-    /// port or [`PORT_BASE`] if that is another). A challenge or reply a
+    /// port of the challenge it answers, then once more from another port:
+    /// every other answer's copy from the proven port or [`PORT_BASE`], the
+    /// others' from each path's port in turn, so that a flood of forged
+    /// challenges sends copies over every route). A challenge or reply a
     /// hello asked for, or while the handshake is incomplete the next of our
     /// own. Call until it returns `None`. (The paths are looked at only when
     /// a hello is due: the caller polls on every pass.)
@@ -64,8 +67,16 @@ impl Session {
         let answer = !self.challenge && self.reply && self.challenged_from.is_some();
         let n = self.next_hello_bytes(now, out)?;
         if answer {
+            let k = self.answers;
+            self.answers = k.wrapping_add(1);
             let home = conn.proven_sport().unwrap_or(PORT_BASE);
-            self.answer_again = (home != sport).then_some(home);
+            let turn = (!k.is_multiple_of(2))
+                .then(|| conn.path_sport(k / 2))
+                .flatten();
+            self.answer_again = [turn, Some(home)]
+                .into_iter()
+                .flatten()
+                .find(|&p| p != sport);
         }
         Some((n, sport))
     }
