@@ -11,7 +11,7 @@ use metaroce_transport::conn::{
 };
 use metaroce_transport::framing::TRANSPORT_HEADER_MAX;
 use metaroce_transport::stats::DropReason;
-use metaroce_transport::wire::{self, NakCode, Opcode, Packet};
+use metaroce_transport::wire::{self, NakCode, Opcode, Origin, Packet};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -2180,7 +2180,7 @@ fn dry_has_every_owing_path_acknowledged_and_a_replayed_dry_only_its_own() {
         c.ack_delay_ns = 500_000;
     }
     let mut p = Pair::with_configs(a, b, Channel::default(), 1);
-    let msgs = workload(2, 1, &[4096]);
+    let msgs = workload(3, 1, &[4096]);
     // One message of 4 packets, one per path; only the last is DRY.
     p.hosts[0].conn.post(msgs[0]).unwrap();
     let first = sent_by_a(&mut p, 0);
@@ -2220,4 +2220,38 @@ fn dry_has_every_owing_path_acknowledged_and_a_replayed_dry_only_its_own() {
     let (b, sport) = &second[3];
     p.hosts[1].receive(6_000, b, *sport, false);
     assert_eq!(acks_by_b(&mut p, 6_000), 4);
+    // The third message's first three packets, then a relocated copy of
+    // its first flagged DRY, on the second packet's path with that path's
+    // next PSN: its first copy arrived, so it is a duplicate, acknowledged
+    // on its own path alone.
+    p.hosts[0].conn.post(msgs[2]).unwrap();
+    let third = sent_by_a(&mut p, 7_000);
+    for (b, sport) in &third[..3] {
+        p.hosts[1].receive(8_000, b, *sport, false);
+    }
+    assert_eq!(acks_by_b(&mut p, 8_000), 0);
+    let Ok(Packet::Data(first_hdr, payload)) = wire::decode(&third[0].0) else {
+        panic!("data");
+    };
+    let Ok(Packet::Data(on, _)) = wire::decode(&third[1].0) else {
+        panic!("data");
+    };
+    let mut copy = first_hdr;
+    copy.common.path = on.common.path;
+    copy.common.psn = on.common.psn.wrapping_add(1);
+    copy.common.flags |= wire::flags::RELOCATED | wire::flags::ACK_REQ | wire::flags::DRY;
+    copy.origin = Some(Origin {
+        path: first_hdr.common.path,
+        psn: first_hdr.common.psn,
+    });
+    let mut bytes = vec![0u8; TRANSPORT_HEADER_MAX as usize];
+    let n = wire::encode_data(&copy, payload.len() as u16, &mut bytes).expect("encodes");
+    bytes.truncate(n);
+    bytes.extend_from_slice(payload);
+    p.hosts[1].receive(9_000, &bytes, third[1].1, false);
+    assert_eq!(
+        acks_by_b(&mut p, 9_000),
+        1,
+        "a relocated DRY whose first copy arrived: only its own path"
+    );
 }
