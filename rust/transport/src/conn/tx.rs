@@ -209,8 +209,7 @@ impl<const P: usize> Connection<P> {
         });
         // With nothing more queued, a resend is the sender's last word
         // too (the DRY packet itself may have been the one lost).
-        let dry = if self.cursor.is_none() { flags::DRY } else { 0 };
-        let extra = flags::RETRANSMIT | flags::ACK_REQ | dry;
+        let extra = flags::RETRANSMIT | flags::ACK_REQ | self.dry_flag();
         self.encode_slot(i, psn, &slot, extra, now, buf)
     }
 
@@ -405,11 +404,21 @@ impl<const P: usize> Connection<P> {
         // probe and a resend): DRY asks for every path's ACK.
         let first_done = !self.answered && self.outstanding >= self.window_now();
         let more = self.cursor.is_some() && self.free(path) > 0 && !held && !first_done;
-        let extra = match (more, self.cursor.is_none()) {
-            (true, _) => 0,
-            (false, false) => flags::ACK_REQ,
-            (false, true) => flags::ACK_REQ | flags::DRY,
+        let extra = if more {
+            0
+        } else {
+            flags::ACK_REQ | self.dry_flag()
         };
         self.encode_slot(path, psn, &slot, extra, now, buf)
+    }
+
+    /// [`flags::DRY`] when nothing more is queued to send (the packet being
+    /// sent is the sender's last word for now), else nothing.
+    fn dry_flag(&self) -> u8 {
+        if self.cursor.is_none() {
+            flags::DRY
+        } else {
+            0
+        }
     }
 }

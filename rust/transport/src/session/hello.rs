@@ -34,10 +34,17 @@ impl Session {
                     return p;
                 }
             }
-        } else if let Some(sport) = self.challenged_from.filter(|_| self.reply) {
+        } else if let Some(sport) = self.answer_port() {
             return sport;
         }
         proven.unwrap_or(PORT_BASE)
+    }
+
+    /// The port of the challenge the next hello answers, if it is one (no
+    /// challenge of ours goes first) and that port is ours to use.
+    fn answer_port(&self) -> Option<u16> {
+        self.challenged_from
+            .filter(|_| self.reply && !self.challenge)
     }
 
     /// The hello to send at `now`, if one is due, encoded into `out`: its
@@ -64,7 +71,7 @@ impl Session {
             return None;
         }
         let sport = self.hello_port(conn);
-        let answer = !self.challenge && self.reply && self.challenged_from.is_some();
+        let answer = self.answer_port().is_some();
         let n = self.next_hello_bytes(now, out)?;
         if answer {
             let k = self.answers;
